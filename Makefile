@@ -1,0 +1,40 @@
+# The two commands of the README:
+#   make run   - the gateway on the embedded defaults (Temporal + SQLite, 127.0.0.1:18789)
+#   make test  - the whole test suite (what .ci/run calls)
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+# Packages whose tests use goroutines run with the race detector; the
+# embedded Temporal server's own package is slow under -race and is not ours
+# to race-check, so it runs without.
+NORACE   := ./dev/temporalserver/...
+
+.PHONY: run test build build-slim vet fmt bench load clean
+
+run:
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentryd
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/agentryd ./cmd/agentryd
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/agentry ./cmd/agentry
+
+# A gateway binary without the embedded Temporal server, for deployments
+# that use an external cluster (temporal.address).
+build-slim:
+	$(GO) build -tags noembeddedtemporal -ldflags "$(LDFLAGS)" -o bin/agentryd-slim ./cmd/agentryd
+
+vet:
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /dev/temporalserver)
+	$(GO) test -count=1 -timeout 10m $(NORACE)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Error is an API error: the status code and the envelope {"error": ...},
+// optionally with a machine-readable code and context fields.
+type Error struct {
+	Status  int
+	Message string
+	Code    string
+	Fields  map[string]any
+	// RetryAfter, when set, is sent as the Retry-After header (seconds).
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errf builds an Error with a formatted message.
+func Errf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithCode sets the machine-readable code.
+func (e *Error) WithCode(code string) *Error { e.Code = code; return e }
+
+// With adds a context field to the envelope.
+func (e *Error) With(key string, v any) *Error {
+	if e.Fields == nil {
+		e.Fields = map[string]any{}
+	}
+	e.Fields[key] = v
+	return e
+}
+
+// Common errors.
+func badRequest(format string, args ...any) *Error {
+	return Errf(fiber.StatusBadRequest, format, args...)
+}
+func notFound(format string, args ...any) *Error { return Errf(fiber.StatusNotFound, format, args...) }
+
+// errorHandler renders every error, ours or Fiber's, as the envelope.
+// Unexpected errors are logged and answered with a generic 500 so internal
+// details (paths, SQL) never reach the caller.
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	var apiErr *Error
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &apiErr):
+	case errors.As(err, &fe):
+		apiErr = &Error{Status: fe.Code, Message: fiberMessage(fe)}
+	default:
+		if mapped := s.mapError(err); mapped != nil {
+			apiErr = mapped
+		} else {
+			s.log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+			apiErr = &Error{Status: fiber.StatusInternalServerError, Message: "internal error"}
+		}
+	}
+	body := fiber.Map{"error": apiErr.Message}
+	if apiErr.Code != "" {
+		body["code"] = apiErr.Code
+	}
+	for k, v := range apiErr.Fields {
+		if k != "error" && k != "code" {
+			body[k] = v
+		}
+	}
+	if apiErr.RetryAfter > 0 {
+		secs := int(apiErr.RetryAfter.Round(time.Second) / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+	}
+	return c.Status(apiErr.Status).JSON(body)
+}
+
+func fiberMessage(fe *fiber.Error) string {
+	switch fe.Code {
+	case fiber.StatusRequestEntityTooLarge:
+		return "request body too large"
+	case fiber.StatusNotFound:
+		return "no such route"
+	case fiber.StatusMethodNotAllowed:
+		return "method not allowed"
+	}
+	return fe.Message
+}
+
+// ErrorMapper turns a domain error into an API error, or returns nil.
+// Feature packages register theirs so handlers can simply return errors.
+type ErrorMapper func(error) *Error
+
+func (s *Server) mapError(err error) *Error {
+	for _, m := range s.mappers {
+		if e := m(err); e != nil {
+			return e
+		}
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+// Package api is the HTTP interface: routing, authentication, the error
+// envelope, request validation and SSE. Handlers are thin: parse, call one
+// service method, encode.
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/cors"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/google/uuid"
+
+	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/config"
+)
+
+// Prefix is the versioned API path.
+const Prefix = "/api/v1"
+
+// HealthCheck reports one dependency's health; nil means healthy.
+type HealthCheck func(ctx context.Context) error
+
+// Deps is what the API is built from. Feature services are optional: a nil
+// service leaves its routes answering 503.
+type Deps struct {
+	Config  *config.Loaded
+	Auth    auth.Authenticator
+	Logger  *slog.Logger
+	Version string
+	// Health checks by name (database, temporal, ...), run by GET /health.
+	Health map[string]HealthCheck
+	// Features register their routes on the authenticated /api/v1 group.
+	Features []Feature
+}
+
+// Feature is a group of routes with its own service.
+type Feature interface {
+	Register(r fiber.Router)
+	// MapError maps the feature's domain errors to API errors (or nil).
+	MapError(err error) *Error
+}
+
+// Server is the HTTP server.
+type Server struct {
+	app     *fiber.App
+	deps    Deps
+	log     *slog.Logger
+	mappers []ErrorMapper
+}
+
+// New builds the app and its routes.
+func New(d Deps) *Server {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	s := &Server{deps: d, log: d.Logger}
+	bodyLimit := 4 << 20
+	if d.Config != nil && d.Config.Server.MaxBodyBytes > 0 {
+		bodyLimit = d.Config.Server.MaxBodyBytes
+	}
+	s.app = fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		BodyLimit:             bodyLimit,
+		ErrorHandler:          s.errorHandler,
+		ReadTimeout:           60 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		// Streams (chat, events) write for as long as they run; no WriteTimeout.
+		AppName: "agentry",
+	})
+	s.app.Use(recover.New())
+	s.app.Use(s.requestID)
+	s.app.Use(s.requestLog)
+	if d.Config != nil && len(d.Config.Server.CORS.AllowOrigins) > 0 {
+		s.app.Use(cors.New(cors.Config{
+			AllowOrigins: strings.Join(d.Config.Server.CORS.AllowOrigins, ","),
+			AllowHeaders: "Authorization, Content-Type, Idempotency-Key, Last-Event-ID",
+			AllowMethods: "GET,POST,PUT,PATCH,DELETE,OPTIONS",
+		}))
+	}
+	s.app.Get("/health", s.health)
+	v1 := s.app.Group(Prefix, s.authenticate)
+	v1.Get("/whoami", s.whoami)
+	for _, f := range d.Features {
+		f.Register(v1)
+		s.mappers = append(s.mappers, f.MapError)
+	}
+	// Anything else under the prefix (after authentication): 404 envelope.
+	v1.Use(func(c *fiber.Ctx) error { return notFound("no such route: %s %s", c.Method(), c.Path()) })
+	return s
+}
+
+// App exposes the Fiber app (tests use App().Test and route listing).
+func (s *Server) App() *fiber.App { return s.app }
+
+// Serve answers on ln until Shutdown. With server.tls it serves HTTPS.
+func (s *Server) Serve(ln net.Listener) error {
+	if c := s.deps.Config; c != nil && c.Server.TLS.Enabled {
+		cert, err := tls.LoadX509KeyPair(c.Server.TLS.CertFile, c.Server.TLS.KeyFile)
+		if err != nil {
+			return fmt.Errorf("server.tls: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	return s.app.Listener(ln)
+}
+
+// Shutdown stops accepting and waits for in-flight requests up to ctx.
+func (s *Server) Shutdown(ctx context.Context) error { return s.app.ShutdownWithContext(ctx) }
+
+const headerRequestID = "X-Request-ID"
+
+func (s *Server) requestID(c *fiber.Ctx) error {
+	id := c.Get(headerRequestID)
+	if id == "" || len(id) > 128 {
+		id = uuid.NewString()
+	}
+	c.Locals("request_id", id)
+	c.Set(headerRequestID, id)
+	return c.Next()
+}
+
+// requestLog writes one line per request. It never logs headers or bodies,
+// so credentials and prompts stay out of logs.
+func (s *Server) requestLog(c *fiber.Ctx) error {
+	start := time.Now()
+	if err := c.Next(); err != nil {
+		// Render the envelope now so the status logged is the one sent.
+		if herr := s.errorHandler(c, err); herr != nil {
+			return herr
+		}
+	}
+	status := c.Response().StatusCode()
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	attrs := []any{"method", c.Method(), "path", c.Path(), "status", status,
+		"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", c.Locals("request_id")}
+	if p, ok := c.Locals("principal").(*auth.Principal); ok {
+		attrs = append(attrs, "subject", p.Subject)
+	}
+	s.log.Log(c.UserContext(), level, "http request", attrs...)
+	return nil
+}
+
+// authenticate guards every /api/v1 route.
+func (s *Server) authenticate(c *fiber.Ctx) error {
+	if c.Method() == fiber.MethodOptions {
+		return c.Next()
+	}
+	h := c.Get(fiber.HeaderAuthorization)
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		token, ok = strings.CutPrefix(h, "bearer ")
+	}
+	if !ok || strings.TrimSpace(token) == "" || s.deps.Auth == nil {
+		return unauthorized()
+	}
+	p, err := s.deps.Auth.Authenticate(c.UserContext(), strings.TrimSpace(token))
+	if err != nil {
+		return unauthorized()
+	}
+	c.Locals("principal", p)
+	c.SetUserContext(auth.WithPrincipal(c.UserContext(), p))
+	return c.Next()
+}
+
+func unauthorized() *Error {
+	return &Error{Status: fiber.StatusUnauthorized, Message: "missing or invalid credentials: send Authorization: Bearer <api key>", Code: "unauthenticated"}
+}
+
+// Principal returns the authenticated caller of a request.
+func Principal(c *fiber.Ctx) *auth.Principal {
+	p, _ := c.Locals("principal").(*auth.Principal)
+	return p
+}
+
+// Require answers 403 unless the caller holds perm.
+func Require(c *fiber.Ctx, perm string) error {
+	if !Principal(c).Can(perm) {
+		return (&Error{Status: fiber.StatusForbidden, Message: fmt.Sprintf("permission %s required", perm), Code: "forbidden"})
+	}
+	return nil
+}
+
+func (s *Server) whoami(c *fiber.Ctx) error { return c.JSON(Principal(c)) }
+
+func (s *Server) health(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 5*time.Second)
+	defer cancel()
+	checks := fiber.Map{}
+	healthy := true
+	for name, check := range s.deps.Health {
+		if err := check(ctx); err != nil {
+			healthy = false
+			checks[name] = fiber.Map{"status": "error", "error": err.Error()}
+		} else {
+			checks[name] = fiber.Map{"status": "ok"}
+		}
+	}
+	status, code := "ok", fiber.StatusOK
+	if !healthy {
+		status, code = "degraded", fiber.StatusServiceUnavailable
+	}
+	return c.Status(code).JSON(fiber.Map{"status": status, "version": s.deps.Version, "checks": checks})
+}

@@ -1,0 +1,36 @@
+//go:build !noembeddedtemporal
+
+package agentryd
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/agentryhq/agentry/dev/temporalserver"
+	"github.com/agentryhq/agentry/gateway"
+	"github.com/agentryhq/agentry/internal/config"
+)
+
+// embeddedAvailable tells `agentryd dev temporal` it can run.
+const embeddedAvailable = true
+
+// startEmbeddedTemporal starts the in-process Temporal server with the
+// defaults of temporal.yaml and the temporal.embedded config keys. Its
+// SQLite file lives in the workspace data folder, apart from the
+// application database.
+func startEmbeddedTemporal(ctx context.Context, cfg *config.Loaded, log *slog.Logger) (gateway.EmbeddedTemporal, error) {
+	opts, err := temporalserver.LoadDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := cfg.Temporal.Embedded
+	opts.DataDir = filepath.Join(cfg.Workspace.DataDir(), "temporal")
+	opts.Host = e.Host
+	opts.FrontendPort = e.FrontendPort
+	opts.UIPort = e.UIPort
+	opts.UIEnabled = e.UIEnabled
+	opts.Namespace = cfg.Temporal.Namespace
+	opts.Logger = log
+	return temporalserver.Start(ctx, opts)
+}

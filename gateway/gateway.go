@@ -1,0 +1,288 @@
+// Package gateway assembles a running Agentry gateway from its
+// configuration: workspace, database, authentication, Temporal (embedded or
+// external), the in-process worker and the HTTP API. cmd/agentryd runs it;
+// tests start it in-process.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/agentryhq/agentry/api"
+	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/temporalconn"
+	"github.com/agentryhq/agentry/models"
+)
+
+// EmbeddedTemporal is a Temporal server running inside this process.
+type EmbeddedTemporal interface {
+	FrontendAddress() string
+	UIAddress() string
+	Stop() error
+}
+
+// StartTemporalFunc starts the embedded Temporal server. It is injected so
+// that only the binaries and tests that want the (large) embedded server
+// link it.
+type StartTemporalFunc func(ctx context.Context, cfg *config.Loaded, logger *slog.Logger) (EmbeddedTemporal, error)
+
+// Options configure Start.
+type Options struct {
+	Config  *config.Loaded
+	Logger  *slog.Logger
+	Version string
+	// StartTemporal is used when temporal.address is empty.
+	StartTemporal StartTemporalFunc
+	// Notice receives one-time messages for the operator (the generated API
+	// key, the Web UI address). Defaults to stderr.
+	Notice io.Writer
+}
+
+// Gateway is a running gateway.
+type Gateway struct {
+	Config   *config.Loaded
+	Store    *models.Store
+	Temporal client.Client
+	// APIKey is the effective admin key in apikey mode.
+	APIKey string
+
+	log      *slog.Logger
+	embedded EmbeddedTemporal
+	services *Services
+	api      *api.Server
+	ln       net.Listener
+	serveErr chan error
+	stopOnce sync.Once
+}
+
+// Start brings every part up in dependency order and starts serving. On any
+// error everything already started is stopped again: the gateway never runs
+// half-configured.
+func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
+	cfg := opts.Config
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	notice := opts.Notice
+	if notice == nil {
+		notice = os.Stderr
+	}
+	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			g.Shutdown(context.Background())
+			g = nil
+		}
+	}()
+	if err := cfg.Workspace.Ensure(); err != nil {
+		return g, err
+	}
+	// Take the HTTP port first: a busy port should fail in a second, not
+	// after Temporal has started.
+	addr := net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port))
+	g.ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return g, fmt.Errorf("gateway address %s is already in use; set server.port (AGENTRY_SERVER_PORT) to a free port", addr)
+		}
+		return g, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	g.Store, err = OpenStore(ctx, cfg, log)
+	if err != nil {
+		return g, err
+	}
+	g.APIKey, err = effectiveAPIKey(cfg, notice)
+	if err != nil {
+		return g, err
+	}
+	authn, err := auth.FromConfig(ctx, &cfg.Config, g.APIKey)
+	if err != nil {
+		return g, err
+	}
+	if err := g.connectTemporal(ctx, opts.StartTemporal, notice); err != nil {
+		return g, err
+	}
+	g.services, err = NewServices(ctx, g, log)
+	if err != nil {
+		return g, err
+	}
+	if cfg.Temporal.Worker.Enabled {
+		if err := g.services.StartWorker(); err != nil {
+			return g, err
+		}
+	}
+	g.api = api.New(api.Deps{
+		Config:   cfg,
+		Auth:     authn,
+		Logger:   log,
+		Version:  opts.Version,
+		Health:   g.healthChecks(),
+		Features: g.services.Features(),
+	})
+	go func() { g.serveErr <- g.api.Serve(g.ln) }()
+	log.Info("gateway listening", "addr", "http://"+g.ln.Addr().String(), "workspace", cfg.Workspace.Root, "config", cfg.Path)
+	return g, nil
+}
+
+// OpenStore opens the application database the storage config names.
+func OpenStore(ctx context.Context, cfg *config.Loaded, log *slog.Logger) (*models.Store, error) {
+	opts := models.Options{Driver: cfg.Storage.Backend, DSN: cfg.Storage.DSN, MaxOpenConns: cfg.Storage.MaxOpenConns, Logger: log}
+	if opts.Driver == "sqlite" && opts.DSN == "" {
+		opts.DSN = filepath.Join(cfg.Workspace.DataDir(), "agentry.db")
+	}
+	st, err := models.Open(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open %s database: %w", opts.Driver, err)
+	}
+	return st, nil
+}
+
+func (g *Gateway) connectTemporal(ctx context.Context, start StartTemporalFunc, notice io.Writer) error {
+	cfg := g.Config
+	address := cfg.Temporal.Address
+	if address == "" {
+		if start == nil {
+			return errors.New("this build has no embedded Temporal server; set temporal.address (AGENTRY_TEMPORAL_ADDRESS) to an external cluster")
+		}
+		srv, err := start(ctx, cfg, g.log)
+		if err != nil {
+			return err
+		}
+		g.embedded = srv
+		address = srv.FrontendAddress()
+		if ui := srv.UIAddress(); ui != "" {
+			fmt.Fprintf(notice, "Temporal Web UI: http://%s\n", ui)
+		}
+	}
+	c, err := temporalconn.Dial(ctx, cfg.Temporal, address, g.log)
+	if err != nil {
+		return err
+	}
+	g.Temporal = c
+	return nil
+}
+
+// effectiveAPIKey is server.api_key, or in apikey mode without one a key
+// generated on first start, kept in the workspace credentials (0600) and
+// printed once.
+func effectiveAPIKey(cfg *config.Loaded, notice io.Writer) (string, error) {
+	if cfg.Server.APIKey != "" || cfg.Auth.Mode != "apikey" {
+		return cfg.Server.APIKey, nil
+	}
+	key, created, err := auth.LoadOrCreateKey(cfg.Workspace.APIKeyFile())
+	if err != nil {
+		return "", err
+	}
+	if created {
+		fmt.Fprintf(notice, "Generated an API key (shown once; stored in %s):\n  %s\n", cfg.Workspace.APIKeyFile(), key)
+	}
+	return key, nil
+}
+
+func (g *Gateway) healthChecks() map[string]api.HealthCheck {
+	return map[string]api.HealthCheck{
+		"database": g.Store.Ping,
+		"temporal": func(ctx context.Context) error {
+			_, err := g.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		},
+	}
+}
+
+// Addr is the HTTP listen address (host:port).
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// URL is the base URL of the HTTP API.
+func (g *Gateway) URL() string { return "http://" + g.Addr() }
+
+// TemporalUIAddress is the embedded Web UI address, or "".
+func (g *Gateway) TemporalUIAddress() string {
+	if g.embedded == nil {
+		return ""
+	}
+	return g.embedded.UIAddress()
+}
+
+// Services exposes the wired feature services (tests use them).
+func (g *Gateway) Services() *Services { return g.services }
+
+// Done reports a fatal serve error.
+func (g *Gateway) Done() <-chan error { return g.serveErr }
+
+// Shutdown stops in reverse order: HTTP (draining requests), worker,
+// Temporal client, embedded server, database. Safe to call more than once.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	var errs []error
+	g.stopOnce.Do(func() {
+		if g.api != nil {
+			errs = append(errs, g.api.Shutdown(ctx))
+		} else if g.ln != nil {
+			g.ln.Close()
+		}
+		if g.services != nil {
+			g.services.Stop()
+		}
+		if g.Temporal != nil {
+			g.Temporal.Close()
+		}
+		if g.embedded != nil {
+			errs = append(errs, g.embedded.Stop())
+		}
+		if g.Store != nil {
+			errs = append(errs, g.Store.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// ShutdownTimeout bounds a graceful stop.
+func (g *Gateway) ShutdownTimeout() time.Duration {
+	if d := g.Config.Server.ShutdownTimeout; d > 0 {
+		return d
+	}
+	return 10 * time.Second
+}
+
+// StartWorker runs the worker half only: database, Temporal client and the
+// worker, no HTTP API (`agentryd worker`).
+func StartWorker(ctx context.Context, opts Options) (g *Gateway, err error) {
+	cfg := opts.Config
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			g.Shutdown(context.Background())
+			g = nil
+		}
+	}()
+	if err := cfg.Workspace.Ensure(); err != nil {
+		return g, err
+	}
+	if g.Store, err = OpenStore(ctx, cfg, log); err != nil {
+		return g, err
+	}
+	if err := g.connectTemporal(ctx, nil, io.Discard); err != nil {
+		return g, err
+	}
+	if g.services, err = NewServices(ctx, g, log); err != nil {
+		return g, err
+	}
+	return g, g.services.StartWorker()
+}

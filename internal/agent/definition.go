@@ -1,0 +1,272 @@
+// Package agent holds agent definitions (YAML files), their registry, and
+// the agent loop that every surface (chat, webhooks, task runs, schedules)
+// drives through an Executor.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"gopkg.in/yaml.v3"
+)
+
+// Triggers of an agent besides manual use (chat, task runs).
+const (
+	TriggerWebhook = "webhook"
+	TriggerCron    = "cron"
+)
+
+// Definition is one agent, as written in its YAML file.
+type Definition struct {
+	ID           string          `yaml:"id" json:"id"`
+	Name         string          `yaml:"name,omitempty" json:"name,omitempty"`
+	Description  string          `yaml:"description,omitempty" json:"description"`
+	Enabled      *bool           `yaml:"enabled,omitempty" json:"enabled"`
+	Trigger      string          `yaml:"trigger,omitempty" json:"trigger,omitempty"`
+	Webhook      *WebhookMapping `yaml:"webhook,omitempty" json:"webhook,omitempty"`
+	Schedule     *Schedule       `yaml:"schedule,omitempty" json:"schedule,omitempty"`
+	SystemPrompt string          `yaml:"system_prompt,omitempty" json:"system_prompt,omitempty"`
+	LLM          LLMSettings     `yaml:"llm" json:"llm"`
+	Channels     []string        `yaml:"channels,omitempty" json:"channels"`
+	Builtins     []string        `yaml:"builtins,omitempty" json:"builtins"`
+	MaxTurns     int             `yaml:"max_turns,omitempty" json:"max_turns,omitempty"`
+
+	// File is where the definition was read from.
+	File string `yaml:"-" json:"-"`
+}
+
+// LLMSettings pick and bound the model of an agent.
+type LLMSettings struct {
+	Provider           string   `yaml:"provider,omitempty" json:"provider"`
+	Model              string   `yaml:"model,omitempty" json:"model"`
+	MaxTokens          int      `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	Temperature        *float64 `yaml:"temperature,omitempty" json:"temperature,omitempty"`
+	AllowedProviders   []string `yaml:"allowed_providers,omitempty" json:"allowed_providers,omitempty"`
+	AllowedModels      []string `yaml:"allowed_models,omitempty" json:"allowed_models,omitempty"`
+	DataClassification string   `yaml:"data_classification,omitempty" json:"data_classification,omitempty"`
+}
+
+// WebhookMapping maps an inbound webhook payload to a chat message. Paths
+// use dot notation with an optional leading $ or $. and array indexes.
+type WebhookMapping struct {
+	TextPath      string `yaml:"text_path,omitempty" json:"text_path,omitempty"`
+	UserIDPath    string `yaml:"user_id_path,omitempty" json:"user_id_path,omitempty"`
+	UsernamePath  string `yaml:"username_path,omitempty" json:"username_path,omitempty"`
+	ThreadIDPath  string `yaml:"thread_id_path,omitempty" json:"thread_id_path,omitempty"`
+	SessionIDPath string `yaml:"session_id_path,omitempty" json:"session_id_path,omitempty"`
+	IncludeRaw    bool   `yaml:"include_raw,omitempty" json:"include_raw,omitempty"`
+}
+
+// Schedule runs a cron agent and delivers its reply.
+type Schedule struct {
+	Cron     string         `yaml:"cron" json:"cron"`
+	Timezone string         `yaml:"timezone,omitempty" json:"timezone,omitempty"`
+	Prompt   string         `yaml:"prompt,omitempty" json:"prompt,omitempty"`
+	Output   ScheduleOutput `yaml:"output" json:"output"`
+}
+
+// ScheduleOutput is where a scheduled reply goes.
+type ScheduleOutput struct {
+	Channel string `yaml:"channel,omitempty" json:"channel,omitempty"`
+	To      string `yaml:"to,omitempty" json:"to,omitempty"`
+}
+
+// IsEnabled is true unless enabled: false.
+func (d *Definition) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
+
+// DisplayName is the name, or the id.
+func (d *Definition) DisplayName() string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return d.ID
+}
+
+// Known builtin tools.
+var KnownBuiltins = []string{"write_file", "read_file", "http_get"}
+
+var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// cronParser accepts 5-field expressions and @every/@daily descriptors.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseCron validates a cron expression (5 fields or a descriptor).
+func ParseCron(expr string) (cron.Schedule, error) { return cronParser.Parse(expr) }
+
+// FieldError is one problem in a definition file: file, line, key, why.
+type FieldError struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e FieldError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
+}
+
+// ValidationError lists every problem of one file.
+type ValidationError struct{ Problems []FieldError }
+
+func (e *ValidationError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Parse reads and validates one definition. Errors carry file, line and key.
+func Parse(data []byte, file string) (*Definition, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &ValidationError{Problems: []FieldError{{File: file, Line: yamlErrLine(err), Msg: err.Error()}}}
+	}
+	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, &ValidationError{Problems: []FieldError{{File: file, Msg: "an agent definition must be a YAML mapping"}}}
+	}
+	lines := map[string]int{}
+	indexLines(root.Content[0], "", lines)
+	var d Definition
+	if err := root.Content[0].Decode(&d); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			var probs []FieldError
+			for _, e := range te.Errors {
+				line := yamlErrLine(errors.New(e))
+				probs = append(probs, FieldError{File: file, Line: line, Key: keyAtLine(lines, line), Msg: stripLine(e)})
+			}
+			return nil, &ValidationError{Problems: probs}
+		}
+		return nil, &ValidationError{Problems: []FieldError{{File: file, Msg: err.Error()}}}
+	}
+	d.File = file
+	if probs := d.validate(); len(probs) > 0 {
+		for i := range probs {
+			probs[i].File = file
+			probs[i].Line = lines[probs[i].Key]
+		}
+		return nil, &ValidationError{Problems: probs}
+	}
+	return &d, nil
+}
+
+// Validate checks a definition built in code (no file positions).
+func (d *Definition) Validate() error {
+	if probs := d.validate(); len(probs) > 0 {
+		for i := range probs {
+			probs[i].File = d.File
+		}
+		return &ValidationError{Problems: probs}
+	}
+	return nil
+}
+
+func (d *Definition) validate() []FieldError {
+	var p []FieldError
+	bad := func(key, format string, args ...any) {
+		p = append(p, FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	if d.ID == "" {
+		bad("id", "is required")
+	} else if !idRe.MatchString(d.ID) {
+		bad("id", "%q must be lower-case letters, digits, - or _ (at most 63)", d.ID)
+	}
+	switch d.Trigger {
+	case "", "manual", TriggerWebhook:
+	case TriggerCron:
+		if d.Schedule == nil || d.Schedule.Cron == "" {
+			bad("schedule.cron", "is required when trigger is cron")
+		}
+	default:
+		bad("trigger", "unknown trigger %q (use webhook or cron, or leave it out)", d.Trigger)
+	}
+	if d.Schedule != nil {
+		if d.Schedule.Cron != "" {
+			if _, err := ParseCron(d.Schedule.Cron); err != nil {
+				bad("schedule.cron", "%q does not parse: %v", d.Schedule.Cron, err)
+			}
+		}
+		if d.Schedule.Timezone != "" {
+			if _, err := time.LoadLocation(d.Schedule.Timezone); err != nil {
+				bad("schedule.timezone", "unknown time zone %q", d.Schedule.Timezone)
+			}
+		}
+	}
+	if d.LLM.MaxTokens < 0 {
+		bad("llm.max_tokens", "must not be negative")
+	}
+	if t := d.LLM.Temperature; t != nil && (*t < 0 || *t > 2) {
+		bad("llm.temperature", "%v is outside 0..2", *t)
+	}
+	if d.LLM.Provider != "" && len(d.LLM.AllowedProviders) > 0 && !slices.Contains(d.LLM.AllowedProviders, d.LLM.Provider) {
+		bad("llm.provider", "%q is not in llm.allowed_providers", d.LLM.Provider)
+	}
+	if d.LLM.Model != "" && len(d.LLM.AllowedModels) > 0 && !slices.Contains(d.LLM.AllowedModels, d.LLM.Model) {
+		bad("llm.model", "%q is not in llm.allowed_models", d.LLM.Model)
+	}
+	for _, b := range d.Builtins {
+		if !slices.Contains(KnownBuiltins, b) {
+			bad("builtins", "unknown builtin %q (known: %s)", b, strings.Join(KnownBuiltins, ", "))
+		}
+	}
+	if d.MaxTurns < 0 || d.MaxTurns > 100 {
+		bad("max_turns", "%d is outside 0..100", d.MaxTurns)
+	}
+	return p
+}
+
+var lineRe = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrLine(err error) int {
+	m := lineRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0
+	}
+	var n int
+	fmt.Sscan(m[1], &n)
+	return n
+}
+
+func stripLine(msg string) string {
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "line ") {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+func indexLines(n *yaml.Node, prefix string, out map[string]int) {
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i].Value
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		out[key] = n.Content[i].Line
+		indexLines(n.Content[i+1], key, out)
+	}
+}
+
+func keyAtLine(lines map[string]int, line int) string {
+	best := ""
+	for k, l := range lines {
+		if l == line && len(k) > len(best) {
+			best = k
+		}
+	}
+	return best
+}

@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentryhq/agentry/internal/llm"
+)
+
+// Executor performs the two kinds of step of the agent loop. Chat passes an
+// in-process executor; the TaskRun workflow passes one whose methods run
+// activities, so each step is durable. Executors hold their own context:
+// the loop has none, which keeps it usable from workflow code.
+type Executor interface {
+	CallLLM(turn TurnRequest) (*llm.Response, error)
+	CallTool(inv ToolInvocation) (ToolResult, error)
+}
+
+// TurnRequest is one LLM call of the loop.
+type TurnRequest struct {
+	Turn     int    `json:"turn"`
+	Provider string `json:"provider"`
+	Request  llm.Request
+}
+
+// ToolInvocation is one tool call of the loop.
+type ToolInvocation struct {
+	Turn int          `json:"turn"`
+	Call llm.ToolCall `json:"call"`
+}
+
+// ToolResult is what a tool returned; errors are results too (the model
+// sees them and can react), only executor failures stop the loop.
+type ToolResult struct {
+	Content string         `json:"content"`
+	IsError bool           `json:"is_error,omitempty"`
+	Files   []ProducedFile `json:"files,omitempty"`
+}
+
+// ProducedFile is a file written by a tool call.
+type ProducedFile struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+	Tool      string `json:"tool"`
+}
+
+// Input is one run of an agent.
+type Input struct {
+	Provider     string
+	Model        string
+	SystemPrompt string
+	// History is the earlier conversation (no system message).
+	History     []llm.Message
+	UserText    string
+	Tools       []llm.Tool
+	ToolChoice  string
+	Temperature *float64
+	MaxTokens   int
+	MaxTurns    int
+	// PromptCaching asks for provider cache controls.
+	PromptCaching bool
+}
+
+// Stop reasons.
+const (
+	StopFinished = "finished"
+	// StopMaxTurns: the model still asked for tools when max_turns ran out;
+	// the reply is the last text it wrote.
+	StopMaxTurns = "max_turns"
+)
+
+// Output is the result of a run.
+type Output struct {
+	Reply string `json:"reply"`
+	// NewMessages are the messages this run added to the conversation (the
+	// user message, assistant turns, tool results), to be stored.
+	NewMessages []llm.Message  `json:"new_messages"`
+	Usage       llm.Usage      `json:"usage"`
+	Files       []ProducedFile `json:"files,omitempty"`
+	Turns       int            `json:"turns"`
+	StopReason  string         `json:"stop_reason"`
+}
+
+// Run drives the loop: system prompt + history + user message, then LLM
+// turns and tool calls until the model answers without tools or MaxTurns
+// LLM calls were made. It must stay deterministic (no clocks, randomness,
+// goroutines or map iteration): workflows replay it.
+//
+// ToolChoice applies to the first turn only; later turns use auto, since a
+// forced tool call on every turn could never finish.
+func Run(exec Executor, in Input) (*Output, error) {
+	maxTurns := in.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = 1
+	}
+	msgs := make([]llm.Message, 0, len(in.History)+4)
+	if in.SystemPrompt != "" {
+		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: in.SystemPrompt})
+	}
+	msgs = append(msgs, in.History...)
+	user := llm.Message{Role: llm.RoleUser, Content: in.UserText}
+	msgs = append(msgs, user)
+	out := &Output{NewMessages: []llm.Message{user}}
+	for turn := 1; turn <= maxTurns; turn++ {
+		choice := ""
+		if turn == 1 {
+			choice = in.ToolChoice
+		}
+		req := llm.Request{
+			Model: in.Model, Messages: append([]llm.Message(nil), msgs...), Tools: in.Tools,
+			ToolChoice: choice, Temperature: in.Temperature, MaxTokens: in.MaxTokens, PromptCaching: in.PromptCaching,
+		}
+		resp, err := exec.CallLLM(TurnRequest{Turn: turn, Provider: in.Provider, Request: req})
+		if err != nil {
+			return out, fmt.Errorf("turn %d: %w", turn, err)
+		}
+		out.Turns = turn
+		out.Usage = out.Usage.Add(resp.Usage)
+		assistant := llm.Message{Role: llm.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}
+		msgs = append(msgs, assistant)
+		out.NewMessages = append(out.NewMessages, assistant)
+		if resp.Content != "" {
+			out.Reply = resp.Content
+		}
+		if len(resp.ToolCalls) == 0 {
+			out.StopReason = StopFinished
+			return out, nil
+		}
+		if turn == maxTurns {
+			break
+		}
+		for _, call := range resp.ToolCalls {
+			res, err := exec.CallTool(ToolInvocation{Turn: turn, Call: call})
+			if err != nil {
+				return out, fmt.Errorf("turn %d: tool %s: %w", turn, call.Name, err)
+			}
+			out.Files = append(out.Files, res.Files...)
+			content := res.Content
+			if res.IsError {
+				content = "error: " + content
+			}
+			toolMsg := llm.Message{Role: llm.RoleTool, Content: content, ToolCallID: call.ID, Name: call.Name}
+			msgs = append(msgs, toolMsg)
+			out.NewMessages = append(out.NewMessages, toolMsg)
+		}
+	}
+	out.StopReason = StopMaxTurns
+	return out, nil
+}
+
+// decodeArgs reads a tool call's JSON arguments.
+func decodeArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("arguments are not a valid JSON object: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/netguard"
+)
+
+// Limits of the builtin tools.
+const (
+	maxReadBytes  = 1 << 20
+	maxWriteBytes = 10 << 20
+	maxFetchBytes = 256 << 10
+)
+
+var builtinTools = map[string]llm.Tool{
+	"write_file": {Name: "write_file", Description: "Write a text file in the run's work directory. Paths are relative to it.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"relative path"},"content":{"type":"string"}},"required":["path","content"]}`)},
+	"read_file": {Name: "read_file", Description: "Read a text file from the run's work directory.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"relative path"}},"required":["path"]}`)},
+	"http_get": {Name: "http_get", Description: "Fetch a public http(s) URL and return the start of its body.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]}`)},
+}
+
+// ToolsFor returns the tool schemas of an agent's builtins, in the order
+// the definition lists them.
+func ToolsFor(builtins []string) []llm.Tool {
+	var out []llm.Tool
+	for _, b := range builtins {
+		if t, ok := builtinTools[b]; ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Toolbox executes builtin tools. File tools are confined to a work
+// directory; http_get passes the SSRF policy.
+type Toolbox struct {
+	HTTP    *http.Client
+	Timeout time.Duration
+}
+
+// NewToolbox builds a toolbox with the runtime's SSRF policy.
+func NewToolbox(policy netguard.Policy, timeout time.Duration) *Toolbox {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return &Toolbox{HTTP: policy.Client(timeout), Timeout: timeout}
+}
+
+// Execute runs one tool call in workDir for an agent that allows builtins.
+// Problems the model caused (bad arguments, path escapes, blocked URLs) are
+// returned as error results; only ctx cancellation is an error.
+func (t *Toolbox) Execute(ctx context.Context, workDir string, allowed []string, call llm.ToolCall) (ToolResult, error) {
+	if !slices.Contains(allowed, call.Name) {
+		return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
+	defer cancel()
+	var res ToolResult
+	var err error
+	switch call.Name {
+	case "write_file":
+		res, err = writeFile(workDir, call.Arguments)
+	case "read_file":
+		res, err = readFile(workDir, call.Arguments)
+	case "http_get":
+		res, err = t.httpGet(ctx, call.Arguments)
+	default:
+		return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return ToolResult{}, err
+		}
+		return ToolResult{Content: err.Error(), IsError: true}, nil
+	}
+	return res, nil
+}
+
+// ConfinedPath resolves rel inside root, refusing absolute paths, ".."
+// escapes and symlinks that lead outside.
+func ConfinedPath(root, rel string) (string, error) {
+	if rel == "" {
+		return "", errors.New("path is required")
+	}
+	if filepath.IsAbs(rel) {
+		return "", fmt.Errorf("path %q must be relative to the work directory", rel)
+	}
+	clean := filepath.Clean(rel)
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("path %q leaves the work directory", rel)
+	}
+	rootReal, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("work directory: %w", err)
+	}
+	full := filepath.Join(rootReal, clean)
+	// Resolve the deepest existing ancestor: a symlink anywhere on the way
+	// must still land inside the root.
+	probe := full
+	for {
+		if real, err := filepath.EvalSymlinks(probe); err == nil {
+			rest, _ := filepath.Rel(probe, full)
+			resolved := filepath.Join(real, rest)
+			if resolved != rootReal && !strings.HasPrefix(resolved, rootReal+string(filepath.Separator)) {
+				return "", fmt.Errorf("path %q leaves the work directory", rel)
+			}
+			return resolved, nil
+		}
+		parent := filepath.Dir(probe)
+		if parent == probe {
+			return "", fmt.Errorf("path %q: cannot resolve", rel)
+		}
+		probe = parent
+	}
+}
+
+func writeFile(workDir string, raw json.RawMessage) (ToolResult, error) {
+	var args struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	if err := decodeArgs(raw, &args); err != nil {
+		return ToolResult{}, err
+	}
+	if len(args.Content) > maxWriteBytes {
+		return ToolResult{}, fmt.Errorf("content exceeds %d bytes", maxWriteBytes)
+	}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return ToolResult{}, err
+	}
+	path, err := ConfinedPath(workDir, args.Path)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return ToolResult{}, err
+	}
+	if err := os.WriteFile(path, []byte(args.Content), 0o644); err != nil {
+		return ToolResult{}, err
+	}
+	return ToolResult{
+		Content: fmt.Sprintf("wrote %d bytes to %s", len(args.Content), args.Path),
+		Files:   []ProducedFile{{Path: path, SizeBytes: int64(len(args.Content)), Tool: "write_file"}},
+	}, nil
+}
+
+func readFile(workDir string, raw json.RawMessage) (ToolResult, error) {
+	var args struct {
+		Path string `json:"path"`
+	}
+	if err := decodeArgs(raw, &args); err != nil {
+		return ToolResult{}, err
+	}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return ToolResult{}, err
+	}
+	path, err := ConfinedPath(workDir, args.Path)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ToolResult{}, fmt.Errorf("read %s: %w", args.Path, errors.Unwrap(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes+1))
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if len(data) > maxReadBytes {
+		return ToolResult{Content: string(data[:maxReadBytes]) + "\n[truncated]"}, nil
+	}
+	return ToolResult{Content: string(data)}, nil
+}
+
+func (t *Toolbox) httpGet(ctx context.Context, raw json.RawMessage) (ToolResult, error) {
+	var args struct {
+		URL string `json:"url"`
+	}
+	if err := decodeArgs(raw, &args); err != nil {
+		return ToolResult{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
+	if err != nil {
+		return ToolResult{}, fmt.Errorf("bad url: %v", err)
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return ToolResult{}, fmt.Errorf("only http and https URLs are allowed")
+	}
+	resp, err := t.HTTP.Do(req)
+	if err != nil {
+		return ToolResult{}, fmt.Errorf("fetch %s: %v", args.URL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxFetchBytes))
+	return ToolResult{Content: fmt.Sprintf("HTTP %d\n%s", resp.StatusCode, body)}, nil
+}

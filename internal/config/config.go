@@ -1,0 +1,357 @@
+// Package config holds the gateway's configuration: the config.yaml schema,
+// its defaults, where the file is found, and AGENTRY_* environment overrides.
+//
+// Every field carries two tags: `yaml` (the key in config.yaml) and `env` (the
+// same key upper-cased; the AGENTRY_ prefix and the parents' prefixes are added
+// by go-envconfig). A test keeps the two in step. Keys we do not model yet are
+// kept in `Extra` maps (yaml ",inline") so that reading and writing the file
+// through the configuration API never drops them.
+package config
+
+import "time"
+
+// Config is the whole config.yaml.
+type Config struct {
+	Server        ServerConfig      `yaml:"server" env:", prefix=SERVER_"`
+	Runtime       RuntimeConfig     `yaml:"runtime" env:", prefix=RUNTIME_"`
+	LLM           LLMConfig         `yaml:"llm" env:", prefix=LLM_"`
+	Channels      ChannelsConfig    `yaml:"channels" env:", prefix=CHANNELS_"`
+	MCP           map[string]any    `yaml:"mcp,omitempty"`
+	Memory        map[string]any    `yaml:"memory,omitempty"`
+	Storage       StorageConfig     `yaml:"storage" env:", prefix=STORAGE_"`
+	Vector        map[string]any    `yaml:"vector,omitempty"`
+	Queue         map[string]any    `yaml:"queue,omitempty"`
+	Executor      map[string]any    `yaml:"executor,omitempty"`
+	Knowledge     map[string]any    `yaml:"knowledge,omitempty"`
+	Auth          AuthConfig        `yaml:"auth" env:", prefix=AUTH_"`
+	Credentials   CredentialsConfig `yaml:"credentials" env:", prefix=CREDENTIALS_"`
+	Updates       UpdatesConfig     `yaml:"updates" env:", prefix=UPDATES_"`
+	RateLimit     RateLimitConfig   `yaml:"rate_limit" env:", prefix=RATE_LIMIT_"`
+	Telemetry     TelemetryConfig   `yaml:"telemetry" env:", prefix=TELEMETRY_"`
+	Hooks         []HookConfig      `yaml:"hooks,omitempty"`
+	Voice         map[string]any    `yaml:"voice,omitempty"`
+	PluginsConfig map[string]any    `yaml:"plugins_config,omitempty"`
+	Registries    []RegistryConfig  `yaml:"registries,omitempty"`
+	AgentDirs     []string          `yaml:"agent_dirs,omitempty" env:"AGENT_DIRS"`
+	SkillDirs     []string          `yaml:"skill_dirs,omitempty" env:"SKILL_DIRS"`
+	PluginDirs    []string          `yaml:"plugin_dirs,omitempty" env:"PLUGIN_DIRS"`
+	Log           LogConfig         `yaml:"log" env:", prefix=LOG_"`
+	Costs         CostsConfig       `yaml:"costs" env:", prefix=COSTS_"`
+	Temporal      TemporalConfig    `yaml:"temporal" env:", prefix=TEMPORAL_"`
+	Workboard     WorkboardConfig   `yaml:"workboard" env:", prefix=WORKBOARD_"`
+	CLI           CLIConfig         `yaml:"cli" env:", prefix=CLI_"`
+	Extra         map[string]any    `yaml:",inline"`
+}
+
+// ServerConfig is the HTTP listener.
+type ServerConfig struct {
+	Host   string `yaml:"host" env:"HOST"`
+	Port   int    `yaml:"port" env:"PORT"`
+	APIKey string `yaml:"api_key,omitempty" env:"API_KEY"`
+	// MaxBodyBytes bounds every request body; larger bodies get 413.
+	MaxBodyBytes    int            `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
+	ShutdownTimeout time.Duration  `yaml:"shutdown_timeout" env:"SHUTDOWN_TIMEOUT"`
+	TLS             TLSConfig      `yaml:"tls" env:", prefix=TLS_"`
+	CORS            CORSConfig     `yaml:"cors" env:", prefix=CORS_"`
+	GUI             bool           `yaml:"gui" env:"GUI"`
+	Extra           map[string]any `yaml:",inline"`
+}
+
+// TLSConfig turns on HTTPS with a certificate pair.
+type TLSConfig struct {
+	Enabled  bool   `yaml:"enabled" env:"ENABLED"`
+	CertFile string `yaml:"cert_file,omitempty" env:"CERT_FILE"`
+	KeyFile  string `yaml:"key_file,omitempty" env:"KEY_FILE"`
+	// CAFile and ServerName are used by clients (temporal.tls).
+	CAFile     string `yaml:"ca_file,omitempty" env:"CA_FILE"`
+	ServerName string `yaml:"server_name,omitempty" env:"SERVER_NAME"`
+}
+
+// CORSConfig is the browser origin allow-list; empty means no CORS headers.
+type CORSConfig struct {
+	AllowOrigins []string `yaml:"allow_origins,omitempty" env:"ALLOW_ORIGINS"`
+}
+
+// RuntimeConfig bounds what agents may do.
+type RuntimeConfig struct {
+	MaxSessions int            `yaml:"max_sessions" env:"MAX_SESSIONS"`
+	MaxTurns    int            `yaml:"max_turns" env:"MAX_TURNS"`
+	PythonPath  string         `yaml:"python_path,omitempty" env:"PYTHON_PATH"`
+	ToolTimeout time.Duration  `yaml:"tool_timeout" env:"TOOL_TIMEOUT"`
+	SystemTools []string       `yaml:"system_tools,omitempty" env:"SYSTEM_TOOLS"`
+	SSRF        SSRFConfig     `yaml:"ssrf" env:", prefix=SSRF_"`
+	AuditLog    AuditLogConfig `yaml:"audit_log" env:", prefix=AUDIT_LOG_"`
+	// ActionLog records every agent run (agent, session, run, response ids) so
+	// that feedback can be validated against it.
+	ActionLog ActionLogConfig `yaml:"action_log" env:", prefix=ACTION_LOG_"`
+	Sandbox   map[string]any  `yaml:"sandbox,omitempty"`
+	Extra     map[string]any  `yaml:",inline"`
+}
+
+// SSRFConfig guards outbound HTTP made on an agent's or a channel's behalf.
+type SSRFConfig struct {
+	// Enabled refuses loopback, private, link-local and unspecified
+	// addresses unless allowed below. On by default.
+	Enabled       bool     `yaml:"enabled" env:"ENABLED"`
+	AllowLoopback bool     `yaml:"allow_loopback" env:"ALLOW_LOOPBACK"`
+	AllowPrivate  bool     `yaml:"allow_private" env:"ALLOW_PRIVATE"`
+	AllowedHosts  []string `yaml:"allowed_hosts,omitempty" env:"ALLOWED_HOSTS"`
+}
+
+// AuditLogConfig writes one JSON line per mutating API call.
+type AuditLogConfig struct {
+	Enabled bool   `yaml:"enabled" env:"ENABLED"`
+	Path    string `yaml:"path,omitempty" env:"PATH"`
+}
+
+// ActionLogConfig toggles the action log.
+type ActionLogConfig struct {
+	Enabled bool `yaml:"enabled" env:"ENABLED"`
+}
+
+// LLMConfig is the provider registry and the workspace allowlists.
+type LLMConfig struct {
+	DefaultProvider         string                    `yaml:"default_provider" env:"DEFAULT_PROVIDER"`
+	Providers               map[string]ProviderConfig `yaml:"providers"`
+	AllowedProviders        []string                  `yaml:"allowed_providers,omitempty" env:"ALLOWED_PROVIDERS"`
+	AllowedModels           []string                  `yaml:"allowed_models,omitempty" env:"ALLOWED_MODELS"`
+	AllowedRegions          []string                  `yaml:"allowed_regions,omitempty" env:"ALLOWED_REGIONS"`
+	CacheAllowedDataClasses []string                  `yaml:"cache_allowed_data_classes,omitempty" env:"CACHE_ALLOWED_DATA_CLASSES"`
+	Studio                  StudioConfig              `yaml:"studio" env:", prefix=STUDIO_"`
+	Extra                   map[string]any            `yaml:",inline"`
+}
+
+// ProviderConfig is one entry of llm.providers.
+type ProviderConfig struct {
+	// Type is the wire protocol: openai (any OpenAI-compatible server), anthropic or ollama.
+	Type    string `yaml:"type" env:"TYPE"`
+	BaseURL string `yaml:"base_url,omitempty" env:"BASE_URL"`
+	// APIKeyEnv names the environment variable holding the key; preferred to APIKey.
+	APIKeyEnv          string         `yaml:"api_key_env,omitempty" env:"API_KEY_ENV"`
+	APIKey             string         `yaml:"api_key,omitempty" env:"API_KEY"`
+	DefaultModel       string         `yaml:"default_model,omitempty" env:"DEFAULT_MODEL"`
+	Models             []string       `yaml:"models,omitempty" env:"MODELS"`
+	Region             string         `yaml:"region,omitempty" env:"REGION"`
+	Retention          string         `yaml:"retention,omitempty" env:"RETENTION"`
+	Local              bool           `yaml:"local,omitempty" env:"LOCAL"`
+	AllowedDataClasses []string       `yaml:"allowed_data_classes,omitempty" env:"ALLOWED_DATA_CLASSES"`
+	MaxTokensPerMinute int            `yaml:"max_tokens_per_minute,omitempty" env:"MAX_TOKENS_PER_MINUTE"`
+	PromptCaching      bool           `yaml:"prompt_caching,omitempty" env:"PROMPT_CACHING"`
+	Timeout            time.Duration  `yaml:"timeout,omitempty" env:"TIMEOUT"`
+	MaxRetries         int            `yaml:"max_retries,omitempty" env:"MAX_RETRIES"`
+	Extra              map[string]any `yaml:",inline"`
+}
+
+// StudioConfig is the per-build allowance of the builder surface.
+type StudioConfig struct {
+	MaxBuildTokens  int     `yaml:"max_build_tokens,omitempty" env:"MAX_BUILD_TOKENS"`
+	MaxBuildCostUSD float64 `yaml:"max_build_cost_usd,omitempty" env:"MAX_BUILD_COST_USD"`
+}
+
+// ChannelsConfig holds channel adapters keyed by channel id.
+type ChannelsConfig struct {
+	Webhook WebhookChannelConfig `yaml:"webhook" env:", prefix=WEBHOOK_"`
+	Extra   map[string]any       `yaml:",inline"`
+}
+
+// WebhookChannelConfig is the outbound webhook delivery channel.
+type WebhookChannelConfig struct {
+	Enabled bool   `yaml:"enabled" env:"ENABLED"`
+	URL     string `yaml:"url,omitempty" env:"URL"`
+	Method  string `yaml:"method,omitempty" env:"METHOD"`
+	// Headers is multi-line text of "Name: value" lines.
+	Headers string `yaml:"headers,omitempty" env:"HEADERS"`
+	Secret  string `yaml:"secret,omitempty" env:"SECRET"`
+}
+
+// StorageConfig selects the application database.
+type StorageConfig struct {
+	// Backend is sqlite (embedded default) or postgres.
+	Backend string `yaml:"backend" env:"BACKEND"`
+	// DSN is the PostgreSQL connection string, or the SQLite file path
+	// (default <workspace>/data/agentry.db).
+	DSN          string         `yaml:"dsn,omitempty" env:"DSN"`
+	MaxOpenConns int            `yaml:"max_open_conns,omitempty" env:"MAX_OPEN_CONNS"`
+	Extra        map[string]any `yaml:",inline"`
+}
+
+// AuthConfig selects how /api/v1 callers authenticate.
+type AuthConfig struct {
+	// Mode is apikey (default) or jwt.
+	Mode string `yaml:"mode" env:"MODE"`
+	// Keys are extra API keys with their roles (apikey mode); server.api_key is always admin.
+	Keys []APIKeyConfig `yaml:"keys,omitempty"`
+	JWT  JWTConfig      `yaml:"jwt" env:", prefix=JWT_"`
+	OIDC OIDCConfig     `yaml:"oidc" env:", prefix=OIDC_"`
+}
+
+// APIKeyConfig is a named API key with a role.
+type APIKeyConfig struct {
+	Subject string `yaml:"subject"`
+	Key     string `yaml:"key,omitempty"`
+	KeyEnv  string `yaml:"key_env,omitempty"`
+	Role    string `yaml:"role"`
+}
+
+// JWTConfig is HS256 access tokens.
+type JWTConfig struct {
+	Secret     string        `yaml:"secret,omitempty" env:"SECRET"`
+	SecretEnv  string        `yaml:"secret_env,omitempty" env:"SECRET_ENV"`
+	AccessTTL  time.Duration `yaml:"access_ttl" env:"ACCESS_TTL"`
+	RefreshTTL time.Duration `yaml:"refresh_ttl" env:"REFRESH_TTL"`
+	Issuer     string        `yaml:"issuer,omitempty" env:"ISSUER"`
+	Audience   string        `yaml:"audience,omitempty" env:"AUDIENCE"`
+	// RoleClaim names the claim carrying the role (default "role").
+	RoleClaim string `yaml:"role_claim" env:"ROLE_CLAIM"`
+}
+
+// OIDCConfig accepts RS256 tokens from an external issuer.
+type OIDCConfig struct {
+	Issuer   string `yaml:"issuer,omitempty" env:"ISSUER"`
+	JWKSURL  string `yaml:"jwks_url,omitempty" env:"JWKS_URL"`
+	Audience string `yaml:"audience,omitempty" env:"AUDIENCE"`
+}
+
+// CredentialsConfig selects the credential vault.
+type CredentialsConfig struct {
+	Provider string         `yaml:"provider" env:"PROVIDER"`
+	Extra    map[string]any `yaml:",inline"`
+}
+
+// UpdatesConfig points at the release manifest.
+type UpdatesConfig struct {
+	ManifestURL string `yaml:"manifest_url,omitempty" env:"MANIFEST_URL"`
+}
+
+// RateLimitConfig is the per-user / per-agent request and token quotas.
+type RateLimitConfig struct {
+	Enabled           bool   `yaml:"enabled" env:"ENABLED"`
+	Backend           string `yaml:"backend" env:"BACKEND"`
+	RedisURL          string `yaml:"redis_url,omitempty" env:"REDIS_URL"`
+	PerUserRPM        int    `yaml:"per_user_rpm,omitempty" env:"PER_USER_RPM"`
+	PerUserTokensDay  int64  `yaml:"per_user_tokens_day,omitempty" env:"PER_USER_TOKENS_DAY"`
+	PerAgentTokensDay int64  `yaml:"per_agent_tokens_day,omitempty" env:"PER_AGENT_TOKENS_DAY"`
+}
+
+// TelemetryConfig is tracing export.
+type TelemetryConfig struct {
+	Exporter     string `yaml:"exporter,omitempty" env:"EXPORTER"`
+	OTLPEndpoint string `yaml:"otlp_endpoint,omitempty" env:"OTLP_ENDPOINT"`
+	ServiceName  string `yaml:"service_name,omitempty" env:"SERVICE_NAME"`
+}
+
+// HookConfig is one signed outbound event hook.
+type HookConfig struct {
+	On        []string `yaml:"on"`
+	Agents    []string `yaml:"agents,omitempty"`
+	URL       string   `yaml:"url"`
+	SecretEnv string   `yaml:"secret_env,omitempty"`
+}
+
+// RegistryConfig is one package registry.
+type RegistryConfig struct {
+	ID          string            `yaml:"id"`
+	Type        string            `yaml:"type,omitempty"`
+	BaseURL     string            `yaml:"base_url"`
+	Priority    int               `yaml:"priority,omitempty"`
+	AuthHeaders map[string]string `yaml:"auth_headers,omitempty"`
+	SigningKey  string            `yaml:"signing_key,omitempty"`
+}
+
+// LogConfig is the gateway's own log.
+type LogConfig struct {
+	Level  string `yaml:"level" env:"LEVEL"`
+	Format string `yaml:"format" env:"FORMAT"`
+	File   string `yaml:"file,omitempty" env:"FILE"`
+}
+
+// CostsConfig is LLM cost governance.
+type CostsConfig struct {
+	EnforcementMode          string                 `yaml:"enforcement_mode" env:"ENFORCEMENT_MODE"`
+	UnknownPricing           string                 `yaml:"unknown_pricing" env:"UNKNOWN_PRICING"`
+	DailyBudgetUSD           float64                `yaml:"daily_budget_usd,omitempty" env:"DAILY_BUDGET_USD"`
+	MonthlyBudgetUSD         float64                `yaml:"monthly_budget_usd,omitempty" env:"MONTHLY_BUDGET_USD"`
+	PerUserDailyBudgetUSD    float64                `yaml:"per_user_daily_budget_usd,omitempty" env:"PER_USER_DAILY_BUDGET_USD"`
+	PerAgentDailyBudgetUSD   float64                `yaml:"per_agent_daily_budget_usd,omitempty" env:"PER_AGENT_DAILY_BUDGET_USD"`
+	AlertThreshold           float64                `yaml:"alert_threshold" env:"ALERT_THRESHOLD"`
+	DefaultMaxOutputTokens   int                    `yaml:"default_max_output_tokens" env:"DEFAULT_MAX_OUTPUT_TOKENS"`
+	MaxOutputTokensCeiling   int                    `yaml:"max_output_tokens_ceiling" env:"MAX_OUTPUT_TOKENS_CEILING"`
+	ConfirmationThresholdUSD float64                `yaml:"confirmation_threshold_usd,omitempty" env:"CONFIRMATION_THRESHOLD_USD"`
+	ReservationTTL           time.Duration          `yaml:"reservation_ttl" env:"RESERVATION_TTL"`
+	MaxConcurrentPerProvider int                    `yaml:"max_concurrent_per_provider,omitempty" env:"MAX_CONCURRENT_PER_PROVIDER"`
+	CircuitFailureThreshold  int                    `yaml:"circuit_failure_threshold" env:"CIRCUIT_FAILURE_THRESHOLD"`
+	CircuitCooldown          time.Duration          `yaml:"circuit_cooldown" env:"CIRCUIT_COOLDOWN"`
+	Pricing                  map[string]PriceConfig `yaml:"pricing,omitempty"`
+	Reconciliation           ReconciliationConfig   `yaml:"reconciliation" env:", prefix=RECONCILIATION_"`
+	Extra                    map[string]any         `yaml:",inline"`
+}
+
+// PriceConfig is the price of one provider/model, per million tokens.
+type PriceConfig struct {
+	InputPerMTok       float64 `yaml:"input_per_mtok"`
+	OutputPerMTok      float64 `yaml:"output_per_mtok"`
+	CachedInputPerMTok float64 `yaml:"cached_input_per_mtok,omitempty"`
+	Source             string  `yaml:"source,omitempty"`
+	// EffectiveDate is YYYY-MM-DD; the price applies from that UTC day on.
+	EffectiveDate string `yaml:"effective_date,omitempty"`
+	Version       string `yaml:"version,omitempty"`
+}
+
+// ReconciliationConfig compares the ledger with provider usage exports.
+type ReconciliationConfig struct {
+	Enabled                bool                                    `yaml:"enabled" env:"ENABLED"`
+	Interval               time.Duration                           `yaml:"interval" env:"INTERVAL"`
+	VarianceAlertThreshold float64                                 `yaml:"variance_alert_threshold" env:"VARIANCE_ALERT_THRESHOLD"`
+	Providers              map[string]ReconciliationProviderConfig `yaml:"providers,omitempty"`
+}
+
+// ReconciliationProviderConfig is where one provider's usage export is read.
+type ReconciliationProviderConfig struct {
+	Type         string `yaml:"type"`
+	BaseURL      string `yaml:"base_url,omitempty"`
+	APIKeyEnv    string `yaml:"api_key_env,omitempty"`
+	Organization string `yaml:"organization,omitempty"`
+}
+
+// TemporalConfig selects the embedded Temporal server or an external cluster.
+type TemporalConfig struct {
+	// Address of an external cluster (host:port). Empty starts the embedded server.
+	Address   string                 `yaml:"address,omitempty" env:"ADDRESS"`
+	Namespace string                 `yaml:"namespace" env:"NAMESPACE"`
+	TaskQueue string                 `yaml:"task_queue" env:"TASK_QUEUE"`
+	APIKey    string                 `yaml:"api_key,omitempty" env:"API_KEY"`
+	TLS       TLSConfig              `yaml:"tls" env:", prefix=TLS_"`
+	Embedded  EmbeddedTemporalConfig `yaml:"embedded" env:", prefix=EMBEDDED_"`
+	Worker    WorkerConfig           `yaml:"worker" env:", prefix=WORKER_"`
+}
+
+// EmbeddedTemporalConfig is the in-process Temporal server.
+type EmbeddedTemporalConfig struct {
+	Host         string `yaml:"host" env:"HOST"`
+	FrontendPort int    `yaml:"frontend_port" env:"FRONTEND_PORT"`
+	UIPort       int    `yaml:"ui_port" env:"UI_PORT"`
+	UIEnabled    bool   `yaml:"ui_enabled" env:"UI_ENABLED"`
+}
+
+// WorkerConfig controls the in-process Temporal worker.
+type WorkerConfig struct {
+	Enabled bool `yaml:"enabled" env:"ENABLED"`
+}
+
+// WorkboardConfig switches the task board on or off.
+type WorkboardConfig struct {
+	Enabled bool `yaml:"enabled" env:"ENABLED"`
+}
+
+// CLIConfig is read by the agentry client only.
+type CLIConfig struct {
+	GatewayURL    string                   `yaml:"gateway_url,omitempty" env:"GATEWAY_URL"`
+	ActiveContext string                   `yaml:"active_context,omitempty" env:"ACTIVE_CONTEXT"`
+	Contexts      map[string]ContextConfig `yaml:"contexts,omitempty"`
+}
+
+// ContextConfig is a named gateway target of the client.
+type ContextConfig struct {
+	GatewayURL string `yaml:"gateway_url"`
+	APIKey     string `yaml:"api_key,omitempty"`
+}

@@ -1,0 +1,52 @@
+package config
+
+import "time"
+
+// Defaults is the configuration of a fresh install: loopback only, port
+// 18789, the embedded Temporal server and SQLite, Ollama as the provider.
+func Defaults() Config {
+	return Config{
+		Server: ServerConfig{
+			Host:            "127.0.0.1",
+			Port:            18789,
+			MaxBodyBytes:    4 << 20,
+			ShutdownTimeout: 10 * time.Second,
+		},
+		Runtime: RuntimeConfig{
+			MaxSessions: 1000,
+			MaxTurns:    8,
+			ToolTimeout: 30 * time.Second,
+			SSRF:        SSRFConfig{Enabled: true},
+			ActionLog:   ActionLogConfig{Enabled: true},
+		},
+		LLM: LLMConfig{
+			DefaultProvider: "ollama",
+			Providers: map[string]ProviderConfig{
+				"ollama": {Type: "ollama", BaseURL: "http://127.0.0.1:11434", Local: true, DefaultModel: "llama3.2"},
+			},
+		},
+		Storage:     StorageConfig{Backend: "sqlite"},
+		Auth:        AuthConfig{Mode: "apikey", JWT: JWTConfig{AccessTTL: 15 * time.Minute, RefreshTTL: 30 * 24 * time.Hour, RoleClaim: "role"}},
+		Credentials: CredentialsConfig{Provider: "local"},
+		RateLimit:   RateLimitConfig{Backend: "memory"},
+		Log:         LogConfig{Level: "info", Format: "console"},
+		Costs: CostsConfig{
+			EnforcementMode:         "soft",
+			UnknownPricing:          "allow",
+			AlertThreshold:          0.8,
+			DefaultMaxOutputTokens:  4096,
+			MaxOutputTokensCeiling:  32768,
+			ReservationTTL:          15 * time.Minute,
+			CircuitFailureThreshold: 5,
+			CircuitCooldown:         30 * time.Second,
+			Reconciliation:          ReconciliationConfig{Interval: time.Hour, VarianceAlertThreshold: 0.05},
+		},
+		Temporal: TemporalConfig{
+			Namespace: "default",
+			TaskQueue: "agentry",
+			Embedded:  EmbeddedTemporalConfig{Host: "127.0.0.1", FrontendPort: 7233, UIPort: 8233, UIEnabled: true},
+			Worker:    WorkerConfig{Enabled: true},
+		},
+		Workboard: WorkboardConfig{Enabled: true},
+	}
+}

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"strings"
+)
+
+// Redacted replaces secret values in API responses and logs.
+const Redacted = "********"
+
+var secretKeyParts = []string{"token", "secret", "password", "api_key", "credential"}
+
+// IsSecretKey reports whether a key names a secret: it contains token,
+// secret, password, api_key or credential (case-insensitive), or is exactly
+// key or dsn. The key may be
+// a single segment or a dotted path; only the last segment decides, so that
+// `credentials.provider` (a choice of vault, not a secret) stays readable
+// while `llm.providers.openai.api_key` is hidden.
+func IsSecretKey(key string) bool {
+	if i := strings.LastIndex(key, "."); i >= 0 {
+		key = key[i+1:]
+	}
+	k := strings.ToLower(key)
+	if k == "key" || k == "dsn" {
+		// auth.keys[].key and a storage DSN (it may embed a password).
+		return true
+	}
+	if strings.HasSuffix(k, "_env") {
+		// api_key_env / secret_env hold the NAME of a variable, not the secret.
+		return false
+	}
+	for _, p := range secretKeyParts {
+		if strings.Contains(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Redact returns a deep copy of a decoded YAML/JSON tree with every non-empty
+// value under a secret key replaced by Redacted.
+func Redact(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			switch val.(type) {
+			case map[string]any, []any:
+				out[k] = Redact(val)
+				continue
+			}
+			if IsSecretKey(k) && !isEmpty(val) {
+				out[k] = Redacted
+				continue
+			}
+			out[k] = val
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, val := range t {
+			out[i] = Redact(val)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case string:
+		return t == ""
+	}
+	return false
+}
+
+// RedactedTree renders the configuration as a generic tree with secrets hidden.
+func (c *Config) RedactedTree() (map[string]any, error) {
+	tree, err := ToTree(c)
+	if err != nil {
+		return nil, err
+	}
+	return Redact(tree).(map[string]any), nil
+}

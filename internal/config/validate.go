@@ -1,0 +1,127 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+)
+
+// Validate checks values that parse but make no sense. Errors name the key.
+func Validate(c *Config) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Server.Port < 0 || c.Server.Port > 65535 {
+		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
+	}
+	if c.Server.MaxBodyBytes <= 0 {
+		bad("server.max_body_bytes", "must be positive")
+	}
+	if c.Server.TLS.Enabled && (c.Server.TLS.CertFile == "" || c.Server.TLS.KeyFile == "") {
+		bad("server.tls", "enabled needs cert_file and key_file")
+	}
+	switch c.Auth.Mode {
+	case "apikey":
+	case "jwt":
+		if c.Auth.JWT.Secret == "" && c.Auth.JWT.SecretEnv == "" && c.Auth.OIDC.Issuer == "" {
+			bad("auth.jwt.secret", "jwt mode needs auth.jwt.secret, auth.jwt.secret_env or auth.oidc.issuer")
+		}
+	default:
+		bad("auth.mode", "unknown mode %q (use apikey or jwt)", c.Auth.Mode)
+	}
+	for i, k := range c.Auth.Keys {
+		if !slices.Contains(Roles, k.Role) {
+			bad(fmt.Sprintf("auth.keys[%d].role", i), "unknown role %q (use one of %v)", k.Role, Roles)
+		}
+		if k.Key == "" && k.KeyEnv == "" {
+			bad(fmt.Sprintf("auth.keys[%d]", i), "needs key or key_env")
+		}
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level", "unknown level %q (use debug, info, warn or error)", c.Log.Level)
+	}
+	if !slices.Contains([]string{"json", "console"}, c.Log.Format) {
+		bad("log.format", "unknown format %q (use json or console)", c.Log.Format)
+	}
+	if !slices.Contains([]string{"sqlite", "postgres"}, c.Storage.Backend) {
+		bad("storage.backend", "unknown backend %q (use sqlite or postgres)", c.Storage.Backend)
+	}
+	if c.Storage.Backend == "postgres" && c.Storage.DSN == "" {
+		bad("storage.dsn", "the postgres backend needs a DSN")
+	}
+	for id, p := range c.LLM.Providers {
+		if !slices.Contains([]string{"openai", "anthropic", "ollama"}, p.Type) {
+			bad("llm.providers."+id+".type", "unknown provider type %q (use openai, anthropic or ollama)", p.Type)
+		}
+		if p.BaseURL != "" {
+			if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+				bad("llm.providers."+id+".base_url", "%q is not an http(s) URL", p.BaseURL)
+			}
+		}
+		if p.MaxTokensPerMinute < 0 {
+			bad("llm.providers."+id+".max_tokens_per_minute", "must not be negative")
+		}
+	}
+	if c.LLM.DefaultProvider != "" {
+		if _, ok := c.LLM.Providers[c.LLM.DefaultProvider]; !ok {
+			bad("llm.default_provider", "%q is not in llm.providers", c.LLM.DefaultProvider)
+		}
+	}
+	validateCosts(&c.Costs, bad)
+	if c.RateLimit.Backend != "memory" && c.RateLimit.Backend != "redis" {
+		bad("rate_limit.backend", "unknown backend %q (use memory or redis)", c.RateLimit.Backend)
+	}
+	if c.RateLimit.Backend == "redis" && c.RateLimit.Enabled && c.RateLimit.RedisURL == "" {
+		bad("rate_limit.redis_url", "the redis backend needs redis_url")
+	}
+	for i, h := range c.Hooks {
+		if h.URL == "" {
+			bad(fmt.Sprintf("hooks[%d].url", i), "is required")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateCosts(c *CostsConfig, bad func(key, format string, args ...any)) {
+	if !slices.Contains([]string{"off", "soft", "hard"}, c.EnforcementMode) {
+		bad("costs.enforcement_mode", "unknown mode %q (use off, soft or hard)", c.EnforcementMode)
+	}
+	if !slices.Contains([]string{"allow", "block"}, c.UnknownPricing) {
+		bad("costs.unknown_pricing", "unknown value %q (use allow or block)", c.UnknownPricing)
+	}
+	for key, v := range map[string]float64{
+		"daily_budget_usd": c.DailyBudgetUSD, "monthly_budget_usd": c.MonthlyBudgetUSD,
+		"per_user_daily_budget_usd": c.PerUserDailyBudgetUSD, "per_agent_daily_budget_usd": c.PerAgentDailyBudgetUSD,
+		"confirmation_threshold_usd": c.ConfirmationThresholdUSD,
+	} {
+		if v < 0 {
+			bad("costs."+key, "must not be negative")
+		}
+	}
+	if c.AlertThreshold < 0 || c.AlertThreshold > 1 {
+		bad("costs.alert_threshold", "%v is not a fraction between 0 and 1", c.AlertThreshold)
+	}
+	if c.DefaultMaxOutputTokens <= 0 {
+		bad("costs.default_max_output_tokens", "must be positive")
+	}
+	if c.MaxOutputTokensCeiling < c.DefaultMaxOutputTokens {
+		bad("costs.max_output_tokens_ceiling", "must be at least default_max_output_tokens (%d)", c.DefaultMaxOutputTokens)
+	}
+	for id, p := range c.Pricing {
+		key := "costs.pricing." + id
+		if _, _, ok := SplitPricingKey(id); !ok {
+			bad(key, "the key must be <provider>/<model>")
+		}
+		if p.InputPerMTok < 0 || p.OutputPerMTok < 0 || p.CachedInputPerMTok < 0 {
+			bad(key, "prices must not be negative")
+		}
+		if p.EffectiveDate != "" {
+			if _, err := time.Parse(time.DateOnly, p.EffectiveDate); err != nil {
+				bad(key+".effective_date", "%q is not a date (YYYY-MM-DD)", p.EffectiveDate)
+			}
+		}
+	}
+}
