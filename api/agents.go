@@ -1,0 +1,80 @@
+package api
+
+import (
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentryhq/agentry/internal/agent"
+)
+
+// AgentsFeature serves GET /agents and GET /agents/{agent_id}.
+type AgentsFeature struct {
+	Agents *agent.Registry
+}
+
+// Register implements Feature.
+func (f *AgentsFeature) Register(r fiber.Router) {
+	r.Get("/agents", f.list)
+	r.Get("/agents/:agent_id", f.get)
+}
+
+// MapError implements Feature.
+func (f *AgentsFeature) MapError(error) *Error { return nil }
+
+// agentListItem is the list form of the spec's Agent table.
+type agentListItem struct {
+	ID          string      `json:"id"`
+	Description string      `json:"description"`
+	LLM         agentLLMRef `json:"llm"`
+	Channels    []string    `json:"channels"`
+	Builtins    []string    `json:"builtins"`
+}
+
+type agentLLMRef struct {
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens,omitempty"`
+}
+
+// agentDetail is the single form: the list form plus llm.max_tokens and
+// system_prompt, and the fields a client needs to drive the agent.
+type agentDetail struct {
+	agentListItem
+	SystemPrompt string                `json:"system_prompt"`
+	Name         string                `json:"name,omitempty"`
+	Enabled      bool                  `json:"enabled"`
+	Trigger      string                `json:"trigger,omitempty"`
+	Schedule     *agent.Schedule       `json:"schedule,omitempty"`
+	Webhook      *agent.WebhookMapping `json:"webhook,omitempty"`
+	MaxTurns     int                   `json:"max_turns,omitempty"`
+}
+
+func listItem(d *agent.Definition) agentListItem {
+	nz := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return agentListItem{ID: d.ID, Description: d.Description, LLM: agentLLMRef{Provider: d.LLM.Provider, Model: d.LLM.Model},
+		Channels: nz(d.Channels), Builtins: nz(d.Builtins)}
+}
+
+func (f *AgentsFeature) list(c *fiber.Ctx) error {
+	defs := f.Agents.List()
+	items := make([]agentListItem, 0, len(defs))
+	for _, d := range defs {
+		items = append(items, listItem(d))
+	}
+	return c.JSON(fiber.Map{"agents": items})
+}
+
+func (f *AgentsFeature) get(c *fiber.Ctx) error {
+	d, ok := f.Agents.Get(c.Params("agent_id"))
+	if !ok {
+		return notFound("agent %q not found", c.Params("agent_id"))
+	}
+	item := listItem(d)
+	item.LLM.MaxTokens = d.LLM.MaxTokens
+	return c.JSON(agentDetail{agentListItem: item, SystemPrompt: d.SystemPrompt, Name: d.Name, Enabled: d.IsEnabled(),
+		Trigger: d.Trigger, Schedule: d.Schedule, Webhook: d.Webhook, MaxTurns: d.MaxTurns})
+}

@@ -1,0 +1,268 @@
+// Package chat runs agents for the synchronous surfaces (chat, chat stream,
+// inbound webhooks): it resolves the agent and its settings, keeps the
+// session history, drives the agent loop in-process through the single LLM
+// router call site, and records the action log and feedback.
+package chat
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/models"
+)
+
+// historyLimit bounds how many earlier messages are sent with a turn.
+const historyLimit = 50
+
+// Service runs agents in-process.
+type Service struct {
+	Config  *config.Loaded
+	Agents  *agent.Registry
+	Router  *llm.Router
+	Store   *models.Store
+	Toolbox *agent.Toolbox
+
+	locks sync.Map // session id -> *sync.Mutex
+}
+
+// Request is one message to an agent.
+type Request struct {
+	AgentID   string
+	Text      string
+	UserID    string
+	Username  string
+	SessionID string // optional: continue this session
+	Overrides *Overrides
+	// Source is chat, stream or webhook (the ledger's feature).
+	Source string
+	// Metadata is stored on the action-log row (webhook include_raw).
+	Metadata map[string]any
+	// Interactive marks surfaces a person waits on (confirmation applies).
+	Interactive bool
+	ConfirmCost bool
+}
+
+// Reply is the answer of a run.
+type Reply struct {
+	Reply      string              `json:"reply"`
+	SessionID  string              `json:"session_id"`
+	RunID      string              `json:"run_id"`
+	ResponseID string              `json:"response_id"`
+	Usage      llm.Usage           `json:"-"`
+	Files      []agent.ProducedFile `json:"-"`
+	StopReason string              `json:"-"`
+}
+
+// SessionIDFor is the server-issued HTTP session id of a caller's user key
+// with an agent: stable (a follow-up continues the conversation), scoped to
+// the authenticated subject, and not revealing the user id.
+func SessionIDFor(prefix, subject, agentID, userID string) string {
+	h := sha256.Sum256([]byte(subject + "\x00" + agentID + "\x00" + userID))
+	return prefix + hex.EncodeToString(h[:12])
+}
+
+// Prepare validates a request before anything is stored or sent, so that
+// streaming handlers can answer 4xx before they start the stream.
+func (s *Service) Prepare(ctx context.Context, req *Request) (*agent.Definition, Settings, error) {
+	req.AgentID = strings.TrimSpace(req.AgentID)
+	if req.AgentID == "" {
+		return nil, Settings{}, invalid("agent_id", "is required")
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		return nil, Settings{}, invalid("text", "is required")
+	}
+	if req.UserID == "" {
+		req.UserID = "api-user"
+	}
+	if req.Username == "" {
+		req.Username = req.UserID
+	}
+	def, ok := s.Agents.Get(req.AgentID)
+	if !ok {
+		return nil, Settings{}, fmt.Errorf("%w: %s", ErrAgentNotFound, req.AgentID)
+	}
+	if !def.IsEnabled() {
+		return nil, Settings{}, fmt.Errorf("%w: %s", ErrAgentDisabled, req.AgentID)
+	}
+	set, err := Resolve(&s.Config.Config, s.Router, def, req.Overrides, auth.FromContext(ctx))
+	if err != nil {
+		return nil, Settings{}, err
+	}
+	if req.SessionID != "" {
+		sess, err := s.Store.GetSession(ctx, req.SessionID)
+		if errors.Is(err, models.ErrNotFound) || (err == nil && (sess.AgentID != def.ID || sess.Subject != subjectOf(ctx))) {
+			return nil, Settings{}, fmt.Errorf("%w: %s", ErrSessionNotFound, req.SessionID)
+		}
+		if err != nil {
+			return nil, Settings{}, err
+		}
+	}
+	return def, set, nil
+}
+
+func subjectOf(ctx context.Context) string {
+	if p := auth.FromContext(ctx); p != nil {
+		return p.Subject
+	}
+	return "anonymous"
+}
+
+// Chat runs the agent for one message. onDelta, when set, receives text as
+// it streams from the provider. The conversation is stored only when the
+// run succeeds; the action log records failures too.
+func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) error) (*Reply, error) {
+	def, set, err := s.Prepare(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	subject := subjectOf(ctx)
+	sessionID := req.SessionID
+	if sessionID == "" {
+		prefix := "http-"
+		if req.Source == llm.SourceWebhook {
+			prefix = "webhook-" + def.ID + "-"
+		}
+		sessionID = SessionIDFor(prefix, subject, def.ID, req.UserID)
+	}
+	unlock := s.lockSession(sessionID)
+	defer unlock()
+	if err := s.Store.UpsertSession(ctx, &models.ChatSession{ID: sessionID, AgentID: def.ID, Subject: subject, UserID: req.UserID, Username: req.Username, Source: req.Source}); err != nil {
+		return nil, fmt.Errorf("store session: %w", err)
+	}
+	history, err := s.history(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	runID, responseID := "run_"+compactUUID(), "resp_"+compactUUID()
+	started := time.Now().UTC()
+	run := &models.AgentRun{RunID: runID, ResponseID: responseID, AgentID: def.ID, SessionID: sessionID, Subject: subject,
+		Source: req.Source, Provider: set.Provider, Model: set.Model, Status: "running", StartedAt: started, Metadata: metadataJSON(req.Metadata)}
+	if s.Config.Runtime.ActionLog.Enabled {
+		if err := s.Store.RecordRun(ctx, run); err != nil {
+			return nil, fmt.Errorf("record run: %w", err)
+		}
+	}
+	ex := &inProcess{ctx: ctx, svc: s, def: def, set: set, onDelta: onDelta,
+		workDir: filepath.Join(s.Config.Workspace.SessionsDir(), sessionID),
+		meta: llm.CallMeta{Subject: subject, Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
+			Source: req.Source, Trigger: "api", DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
+	out, runErr := agent.Run(ex, agent.Input{
+		Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, History: history, UserText: req.Text,
+		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
+	})
+	finished := time.Now().UTC()
+	run.FinishedAt = &finished
+	if out != nil {
+		run.Turns, run.InputTokens, run.OutputTokens = out.Turns, out.Usage.InputTokens, out.Usage.OutputTokens
+	}
+	if runErr != nil {
+		run.Status, run.Error = "failed", runErr.Error()
+	} else {
+		run.Status = "finished"
+	}
+	// Record the outcome even when the caller went away.
+	bg := context.WithoutCancel(ctx)
+	if s.Config.Runtime.ActionLog.Enabled {
+		if err := s.Store.RecordRun(bg, run); err != nil && runErr == nil {
+			return nil, fmt.Errorf("record run: %w", err)
+		}
+	}
+	if runErr != nil {
+		return nil, runErr
+	}
+	if err := s.Store.AppendMessages(bg, sessionID, toRows(runID, out.NewMessages)); err != nil {
+		return nil, fmt.Errorf("store conversation: %w", err)
+	}
+	return &Reply{Reply: out.Reply, SessionID: sessionID, RunID: runID, ResponseID: responseID, Usage: out.Usage, Files: out.Files, StopReason: out.StopReason}, nil
+}
+
+func (s *Service) lockSession(id string) func() {
+	m, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// history loads the recent conversation, starting at a user message so a
+// cut never separates tool results from the call that asked for them.
+func (s *Service) history(ctx context.Context, sessionID string) ([]llm.Message, error) {
+	rows, err := s.Store.RecentMessages(ctx, sessionID, historyLimit)
+	if err != nil {
+		return nil, fmt.Errorf("load conversation: %w", err)
+	}
+	for len(rows) > 0 && rows[0].Role != llm.RoleUser {
+		rows = rows[1:]
+	}
+	msgs := make([]llm.Message, 0, len(rows))
+	for _, r := range rows {
+		m := llm.Message{Role: r.Role, Content: r.Content, ToolCallID: r.ToolCallID, Name: r.Name}
+		if r.ToolCalls != "" {
+			_ = json.Unmarshal([]byte(r.ToolCalls), &m.ToolCalls)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+func toRows(runID string, msgs []llm.Message) []models.ChatMessage {
+	rows := make([]models.ChatMessage, 0, len(msgs))
+	for _, m := range msgs {
+		row := models.ChatMessage{RunID: runID, Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		if len(m.ToolCalls) > 0 {
+			b, _ := json.Marshal(m.ToolCalls)
+			row.ToolCalls = string(b)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func metadataJSON(m map[string]any) string {
+	if len(m) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func compactUUID() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
+
+// inProcess executes loop steps directly: LLM turns through the router
+// (admission and settlement included), tools in the session work dir.
+type inProcess struct {
+	ctx     context.Context
+	svc     *Service
+	def     *agent.Definition
+	set     Settings
+	onDelta func(string) error
+	workDir string
+	meta    llm.CallMeta
+}
+
+func (e *inProcess) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
+	call := &llm.Call{Provider: t.Provider, Model: t.Request.Model, Request: t.Request, Meta: e.meta}
+	call.Meta.CallID = fmt.Sprintf("%s-t%d", e.meta.RunID, t.Turn)
+	if e.onDelta != nil {
+		call.Stream = true
+		call.OnDelta = e.onDelta
+	}
+	return e.svc.Router.Do(e.ctx, call)
+}
+
+func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
+	return e.svc.Toolbox.Execute(e.ctx, e.workDir, e.def.Builtins, inv.Call)
+}

@@ -1,0 +1,224 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+func init() {
+	RegisterModels(&ChatSession{}, &ChatMessage{}, &AgentRun{}, &Feedback{}, &LearningProposal{})
+}
+
+// ChatSession is one conversation of one caller with one agent.
+type ChatSession struct {
+	ID        string `gorm:"primaryKey;size:191"`
+	AgentID   string `gorm:"size:100;index"`
+	Subject   string `gorm:"size:191"`
+	UserID    string `gorm:"size:191"`
+	Username  string `gorm:"size:191"`
+	Source    string `gorm:"size:32"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ChatMessage is one message of a session, in order (Seq).
+type ChatMessage struct {
+	ID         int64  `gorm:"primaryKey"`
+	SessionID  string `gorm:"size:191;index:idx_chat_messages_session_seq,priority:1"`
+	Seq        int64  `gorm:"index:idx_chat_messages_session_seq,priority:2"`
+	RunID      string `gorm:"size:64"`
+	Role       string `gorm:"size:16"`
+	Content    string
+	ToolCalls  string // JSON array of tool calls of an assistant message
+	ToolCallID string `gorm:"size:191"`
+	Name       string `gorm:"size:100"`
+	CreatedAt  time.Time
+}
+
+// AgentRun is the action log: one row per agent run of any surface, with
+// the ids handed to the caller. Feedback is validated against it.
+type AgentRun struct {
+	RunID        string `gorm:"primaryKey;size:64"`
+	ResponseID   string `gorm:"size:64;uniqueIndex"`
+	AgentID      string `gorm:"size:100;index"`
+	SessionID    string `gorm:"size:191;index"`
+	Subject      string `gorm:"size:191"`
+	Source       string `gorm:"size:32"`
+	Provider     string `gorm:"size:100"`
+	Model        string `gorm:"size:191"`
+	Status       string `gorm:"size:16"`
+	Error        string
+	Turns        int
+	InputTokens  int64
+	OutputTokens int64
+	// Metadata is JSON (for example the raw webhook payload with include_raw).
+	Metadata   string
+	StartedAt  time.Time
+	FinishedAt *time.Time
+}
+
+// Feedback is one vote of one subject on one response (upserted).
+type Feedback struct {
+	ID         int64  `gorm:"primaryKey"`
+	Subject    string `gorm:"size:191;uniqueIndex:idx_feedback_subject_response,priority:1"`
+	ResponseID string `gorm:"size:64;uniqueIndex:idx_feedback_subject_response,priority:2"`
+	AgentID    string `gorm:"size:100;index"`
+	SessionID  string `gorm:"size:191"`
+	RunID      string `gorm:"size:64"`
+	Rating     int
+	Comment    string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// LearningProposal is a pending procedural-learning proposal created from
+// a feedback comment, for an operator to review.
+type LearningProposal struct {
+	ID         int64  `gorm:"primaryKey"`
+	FeedbackID int64  `gorm:"uniqueIndex"`
+	AgentID    string `gorm:"size:100;index"`
+	ResponseID string `gorm:"size:64"`
+	Subject    string `gorm:"size:191"`
+	Rating     int
+	Comment    string
+	Status     string `gorm:"size:16"`
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// ErrNotFound is returned when a looked-up row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// UpsertSession creates the session or touches it.
+func (s *Store) UpsertSession(ctx context.Context, sess *ChatSession) error {
+	now := time.Now().UTC()
+	sess.CreatedAt, sess.UpdatedAt = now, now
+	return s.DB.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "id"}},
+		DoUpdates: clause.Assignments(map[string]any{"updated_at": now, "username": sess.Username}),
+	}).Create(sess).Error
+}
+
+// GetSession returns a session by id.
+func (s *Store) GetSession(ctx context.Context, id string) (*ChatSession, error) {
+	var sess ChatSession
+	err := s.DB.WithContext(ctx).First(&sess, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	return &sess, err
+}
+
+// RecentMessages returns up to limit of the newest messages of a session,
+// oldest first.
+func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
+	var msgs []ChatMessage
+	err := s.DB.WithContext(ctx).Where("session_id = ?", sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
+	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
+		msgs[i], msgs[j] = msgs[j], msgs[i]
+	}
+	return msgs, err
+}
+
+// AppendMessages stores messages after the session's last one, in one
+// transaction.
+func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []ChatMessage) error {
+	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var last int64
+		if err := tx.Model(&ChatMessage{}).Where("session_id = ?", sessionID).Select("COALESCE(MAX(seq), 0)").Scan(&last).Error; err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		for i := range msgs {
+			msgs[i].SessionID = sessionID
+			msgs[i].Seq = last + int64(i) + 1
+			msgs[i].CreatedAt = now
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		return tx.Create(&msgs).Error
+	})
+}
+
+// RecordRun inserts or completes an action-log row.
+func (s *Store) RecordRun(ctx context.Context, run *AgentRun) error {
+	return s.DB.WithContext(ctx).Save(run).Error
+}
+
+// FindRun returns the action-log row of a response.
+func (s *Store) FindRun(ctx context.Context, agentID, sessionID, runID, responseID string) (*AgentRun, error) {
+	var r AgentRun
+	err := s.DB.WithContext(ctx).First(&r, "run_id = ? AND response_id = ? AND agent_id = ? AND session_id = ?", runID, responseID, agentID, sessionID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	return &r, err
+}
+
+// UpsertFeedback stores a vote, replacing the subject's earlier vote on the
+// same response, and creates or updates the learning proposal when there is
+// a comment. It returns the stored row and the proposal (or nil).
+func (s *Store) UpsertFeedback(ctx context.Context, fb *Feedback) (*Feedback, *LearningProposal, error) {
+	var stored Feedback
+	var prop *LearningProposal
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		fb.CreatedAt, fb.UpdatedAt = now, now
+		if err := tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "subject"}, {Name: "response_id"}},
+			DoUpdates: clause.Assignments(map[string]any{"rating": fb.Rating, "comment": fb.Comment, "updated_at": now, "agent_id": fb.AgentID, "session_id": fb.SessionID, "run_id": fb.RunID}),
+		}).Create(fb).Error; err != nil {
+			return fmt.Errorf("upsert feedback: %w", err)
+		}
+		if err := tx.First(&stored, "subject = ? AND response_id = ?", fb.Subject, fb.ResponseID).Error; err != nil {
+			return err
+		}
+		if stored.Comment == "" {
+			return nil
+		}
+		p := LearningProposal{FeedbackID: stored.ID, AgentID: stored.AgentID, ResponseID: stored.ResponseID, Subject: stored.Subject,
+			Rating: stored.Rating, Comment: stored.Comment, Status: "pending", CreatedAt: now, UpdatedAt: now}
+		if err := tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "feedback_id"}},
+			DoUpdates: clause.Assignments(map[string]any{"comment": p.Comment, "rating": p.Rating, "status": "pending", "updated_at": now}),
+		}).Create(&p).Error; err != nil {
+			return fmt.Errorf("upsert learning proposal: %w", err)
+		}
+		var got LearningProposal
+		if err := tx.First(&got, "feedback_id = ?", stored.ID).Error; err != nil {
+			return err
+		}
+		prop = &got
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &stored, prop, nil
+}
+
+// FeedbackWithProposal is a feedback row joined with its proposal.
+type FeedbackWithProposal struct {
+	Feedback
+	ProposalID     *int64
+	ProposalStatus *string
+}
+
+// ListFeedback returns the newest feedback, optionally for one agent.
+func (s *Store) ListFeedback(ctx context.Context, agentID string, limit int) ([]FeedbackWithProposal, error) {
+	var rows []FeedbackWithProposal
+	q := s.DB.WithContext(ctx).Table("feedbacks AS f").
+		Select("f.*, p.id AS proposal_id, p.status AS proposal_status").
+		Joins("LEFT JOIN learning_proposals p ON p.feedback_id = f.id").
+		Order("f.updated_at DESC, f.id DESC").Limit(limit)
+	if agentID != "" {
+		q = q.Where("f.agent_id = ?", agentID)
+	}
+	return rows, q.Scan(&rows).Error
+}

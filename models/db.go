@@ -1,0 +1,271 @@
+// Package models holds Agentry's GORM models and the store that opens the
+// application database: an embedded SQLite file by default, PostgreSQL when
+// several gateway processes share state.
+//
+// Model files register their types from init with RegisterModels; Open
+// migrates all of them (see migrate.go).
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	// The pure-Go SQLite driver, registered as "sqlite". Temporal links it
+	// too; it builds with CGO_ENABLED=0.
+	_ "modernc.org/sqlite"
+)
+
+// Driver names accepted in Options.Driver (the storage.driver setting).
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+const (
+	// sqliteBusyTimeout is how long a connection waits for SQLite's single
+	// write lock before failing with SQLITE_BUSY.
+	sqliteBusyTimeout = 10 * time.Second
+	// defaultSQLiteConns: see openSQLite for why the pool stays small.
+	defaultSQLiteConns = 4
+	// defaultPostgresConns leaves room for several gateway processes on a
+	// server with PostgreSQL's default max_connections of 100.
+	defaultPostgresConns = 10
+	// slowQuery is the duration from which a statement is logged (at debug).
+	slowQuery = 200 * time.Millisecond
+)
+
+// Options configure Open.
+type Options struct {
+	// Driver is "sqlite" (the default when empty) or "postgres".
+	Driver string
+	// DSN is the database file path for SQLite (its directory is created)
+	// and a connection string (keyword/value or URL) for PostgreSQL.
+	DSN string
+	// MaxOpenConns caps the connection pool; 0 picks a default per driver.
+	MaxOpenConns int
+	// Logger receives slow queries (debug) and GORM's own warnings; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Store is the application database.
+type Store struct {
+	DB     *gorm.DB
+	Driver string // DriverSQLite or DriverPostgres
+}
+
+// Open opens the database, checks that it answers and brings its schema up
+// to date (see migrate). Several processes may Open one database at once.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	driver, err := normalizeDriver(opts.Driver)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(opts.DSN) == "" {
+		if driver == DriverSQLite {
+			return nil, errors.New("open database: storage DSN is empty; SQLite needs a file path")
+		}
+		return nil, errors.New("open database: storage DSN is empty; PostgreSQL needs a connection string")
+	}
+
+	cfg := &gorm.Config{
+		Logger:               &slogLogger{log: log},
+		DisableAutomaticPing: true, // we ping with the caller's context below
+		NowFunc:              func() time.Time { return time.Now().UTC() },
+	}
+	var db *gorm.DB
+	switch driver {
+	case DriverSQLite:
+		db, err = openSQLite(opts, cfg)
+	case DriverPostgres:
+		db, err = openPostgres(opts, cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{DB: db, Driver: driver}
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := migrate(ctx, s, modelsInOrder(), migrationsInOrder()); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func normalizeDriver(name string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "", "sqlite", "sqlite3":
+		return DriverSQLite, nil
+	case "postgres", "postgresql", "pg":
+		return DriverPostgres, nil
+	}
+	return "", fmt.Errorf("open database: unknown storage driver %q (use %q or %q)", name, DriverSQLite, DriverPostgres)
+}
+
+// openSQLite opens the database file with settings for a long-running
+// server:
+//
+//   - journal_mode=WAL lets readers proceed while one writer writes;
+//   - busy_timeout makes a connection wait for the write lock instead of
+//     failing at once;
+//   - _txlock=immediate makes every transaction take the write lock at
+//     BEGIN. A deferred transaction that reads and then writes cannot wait
+//     for the lock (SQLite would risk a deadlock) and fails with
+//     SQLITE_BUSY no matter the busy_timeout;
+//   - foreign_keys=on enforces the constraints the models declare;
+//   - synchronous=NORMAL is durable across process crashes in WAL mode and
+//     only risks the last transactions on power loss, at a fraction of the
+//     fsyncs of FULL.
+//
+// SQLite (modernc here) in WAL mode allows many readers but one writer at a
+// time. Every connection waiting for the write lock polls it, so a large
+// pool turns a burst of writes into a storm of retries and SQLITE_BUSY once
+// busy_timeout runs out. The pool therefore stays small: a few connections
+// let reads overlap a write while writers queue in database/sql, which is
+// fair and cheap, rather than inside SQLite.
+func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
+	path := opts.DSN
+	if strings.HasPrefix(path, "file:") || strings.Contains(path, "?") || path == ":memory:" {
+		return nil, fmt.Errorf("open database: SQLite DSN %q must be a plain file path", path)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("open database: create directory for %s: %w", path, err)
+		}
+	}
+	q := url.Values{}
+	// busy_timeout is applied first by the driver, so the other pragmas
+	// already wait for a lock held by another process.
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	dsn := path + "?" + q.Encode()
+
+	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: SQLite %s: %w", path, err)
+	}
+	conns := opts.MaxOpenConns
+	if conns <= 0 {
+		conns = defaultSQLiteConns
+	}
+	if err := limitPool(db, conns, 0); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+func openPostgres(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
+	db, err := gorm.Open(postgres.New(postgres.Config{DSN: opts.DSN}), cfg)
+	if err != nil {
+		// pgx redacts passwords from its parse errors.
+		return nil, fmt.Errorf("open database: PostgreSQL: %w", err)
+	}
+	conns := opts.MaxOpenConns
+	if conns <= 0 {
+		conns = defaultPostgresConns
+	}
+	// Idle connections are closed after a while so a quiet gateway does not
+	// hold slots other processes sharing the server could use.
+	if err := limitPool(db, conns, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+func limitPool(db *gorm.DB, conns int, idleTime time.Duration) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+	if idleTime > 0 {
+		sqlDB.SetConnMaxIdleTime(idleTime)
+	}
+	return nil
+}
+
+// Ping checks that the database answers, for start-up and /health.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.DB.DB()
+	if err != nil {
+		return fmt.Errorf("ping %s database: %w", s.Driver, err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping %s database: %w", s.Driver, err)
+	}
+	return nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	sqlDB, err := s.DB.DB()
+	if err != nil {
+		return fmt.Errorf("close %s database: %w", s.Driver, err)
+	}
+	if err := sqlDB.Close(); err != nil {
+		return fmt.Errorf("close %s database: %w", s.Driver, err)
+	}
+	return nil
+}
+
+// slogLogger replaces GORM's default logger, which prints every slow query
+// and error to stdout: slow statements go to slog at debug level, GORM's
+// own messages at their level. Failed statements are not logged here; they
+// are returned to, and reported by, the caller.
+type slogLogger struct {
+	log *slog.Logger
+}
+
+var _ gorm.ParamsFilter = (*slogLogger)(nil)
+
+func (l *slogLogger) LogMode(logger.LogLevel) logger.Interface { return l }
+
+func (l *slogLogger) Info(ctx context.Context, msg string, args ...any) {
+	l.log.DebugContext(ctx, "gorm: "+fmt.Sprintf(msg, args...))
+}
+
+func (l *slogLogger) Warn(ctx context.Context, msg string, args ...any) {
+	l.log.WarnContext(ctx, "gorm: "+fmt.Sprintf(msg, args...))
+}
+
+func (l *slogLogger) Error(ctx context.Context, msg string, args ...any) {
+	l.log.ErrorContext(ctx, "gorm: "+fmt.Sprintf(msg, args...))
+}
+
+func (l *slogLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), _ error) {
+	elapsed := time.Since(begin)
+	if elapsed < slowQuery || !l.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	sql, rows := fc()
+	l.log.DebugContext(ctx, "slow query", "elapsed", elapsed, "rows", rows, "sql", sql)
+}
+
+// ParamsFilter keeps bound values (API keys, message bodies) out of logged
+// SQL: statements are logged with their placeholders.
+func (l *slogLogger) ParamsFilter(_ context.Context, sql string, _ ...any) (string, []any) {
+	return sql, nil
+}
