@@ -286,3 +286,6 @@ func StartWorker(ctx context.Context, opts Options) (g *Gateway, err error) {
 	}
 	return g, g.services.StartWorker()
 }
+
+// API exposes the HTTP server (tests walk its routes).
+func (g *Gateway) API() *api.Server { return g.api }

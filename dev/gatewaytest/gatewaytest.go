@@ -172,6 +172,8 @@ runtime: {ssrf: {enabled: true}}
 	return &Gateway{Gateway: g, Fake: fake, Workspace: ws, t: t}
 }
 
+var expectClient = &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 5 * time.Second}}
+
 // TestAPIKey is the admin key of test gateways.
 const TestAPIKey = "test-admin-key-0123456789"
 
@@ -223,7 +225,14 @@ func (g *Gateway) DoAs(key, method, path string, body any) Response {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if req.ContentLength > 1<<20 {
+		// Like curl: announce a large body and let the server refuse it
+		// (413) before it is sent, instead of racing a reset connection.
+		req.Header.Set("Expect", "100-continue")
+		client = expectClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		g.t.Fatalf("%s %s: %v", method, path, err)
 	}
