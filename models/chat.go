@@ -125,10 +125,39 @@ func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int)
 	return msgs, err
 }
 
+// SaveExchange stores the outcome of one agent run in one transaction: the
+// session (created or touched), the action-log row (when run is not nil) and
+// the new messages. One write per request keeps SQLite's single writer
+// from becoming the chat path's bottleneck.
+func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
+	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		sess.CreatedAt, sess.UpdatedAt = now, now
+		if err := tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "id"}},
+			DoUpdates: clause.Assignments(map[string]any{"updated_at": now, "username": sess.Username}),
+		}).Create(sess).Error; err != nil {
+			return fmt.Errorf("store session: %w", err)
+		}
+		if run != nil {
+			if err := tx.Save(run).Error; err != nil {
+				return fmt.Errorf("record run: %w", err)
+			}
+		}
+		return appendMessages(tx, sess.ID, msgs)
+	})
+}
+
 // AppendMessages stores messages after the session's last one, in one
 // transaction.
 func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []ChatMessage) error {
 	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return appendMessages(tx, sessionID, msgs)
+	})
+}
+
+func appendMessages(tx *gorm.DB, sessionID string, msgs []ChatMessage) error {
+	{
 		var last int64
 		if err := tx.Model(&ChatMessage{}).Where("session_id = ?", sessionID).Select("COALESCE(MAX(seq), 0)").Scan(&last).Error; err != nil {
 			return err
@@ -143,7 +172,7 @@ func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []Cha
 			return nil
 		}
 		return tx.Create(&msgs).Error
-	})
+	}
 }
 
 // RecordRun inserts or completes an action-log row.

@@ -58,13 +58,13 @@ type Request struct {
 
 // Reply is the answer of a run.
 type Reply struct {
-	Reply      string              `json:"reply"`
-	SessionID  string              `json:"session_id"`
-	RunID      string              `json:"run_id"`
-	ResponseID string              `json:"response_id"`
-	Usage      llm.Usage           `json:"-"`
+	Reply      string               `json:"reply"`
+	SessionID  string               `json:"session_id"`
+	RunID      string               `json:"run_id"`
+	ResponseID string               `json:"response_id"`
+	Usage      llm.Usage            `json:"-"`
 	Files      []agent.ProducedFile `json:"-"`
-	StopReason string              `json:"-"`
+	StopReason string               `json:"-"`
 }
 
 // SessionIDFor is the server-issued HTTP session id of a caller's user key
@@ -140,22 +140,12 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	}
 	unlock := s.lockSession(sessionID)
 	defer unlock()
-	if err := s.Store.UpsertSession(ctx, &models.ChatSession{ID: sessionID, AgentID: def.ID, Subject: subject, UserID: req.UserID, Username: req.Username, Source: req.Source}); err != nil {
-		return nil, fmt.Errorf("store session: %w", err)
-	}
 	history, err := s.history(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	runID, responseID := "run_"+compactUUID(), "resp_"+compactUUID()
 	started := time.Now().UTC()
-	run := &models.AgentRun{RunID: runID, ResponseID: responseID, AgentID: def.ID, SessionID: sessionID, Subject: subject,
-		Source: req.Source, Provider: set.Provider, Model: set.Model, Status: "running", StartedAt: started, Metadata: metadataJSON(req.Metadata)}
-	if s.Config.Runtime.ActionLog.Enabled {
-		if err := s.Store.RecordRun(ctx, run); err != nil {
-			return nil, fmt.Errorf("record run: %w", err)
-		}
-	}
 	ex := &inProcess{ctx: ctx, svc: s, def: def, set: set, onDelta: onDelta,
 		workDir: filepath.Join(s.Config.Workspace.SessionsDir(), sessionID),
 		meta: llm.CallMeta{Subject: subject, Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
@@ -165,27 +155,30 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
 	})
 	finished := time.Now().UTC()
-	run.FinishedAt = &finished
-	if out != nil {
-		run.Turns, run.InputTokens, run.OutputTokens = out.Turns, out.Usage.InputTokens, out.Usage.OutputTokens
-	}
-	if runErr != nil {
-		run.Status, run.Error = "failed", runErr.Error()
-	} else {
-		run.Status = "finished"
-	}
-	// Record the outcome even when the caller went away.
-	bg := context.WithoutCancel(ctx)
+	var run *models.AgentRun
 	if s.Config.Runtime.ActionLog.Enabled {
-		if err := s.Store.RecordRun(bg, run); err != nil && runErr == nil {
-			return nil, fmt.Errorf("record run: %w", err)
+		run = &models.AgentRun{RunID: runID, ResponseID: responseID, AgentID: def.ID, SessionID: sessionID, Subject: subject,
+			Source: req.Source, Provider: set.Provider, Model: set.Model, Status: "finished", StartedAt: started, FinishedAt: &finished,
+			Metadata: metadataJSON(req.Metadata)}
+		if out != nil {
+			run.Turns, run.InputTokens, run.OutputTokens = out.Turns, out.Usage.InputTokens, out.Usage.OutputTokens
 		}
+		if runErr != nil {
+			run.Status, run.Error = "failed", runErr.Error()
+		}
+	}
+	// The conversation is kept only when the run succeeded; the action log
+	// records failures too. Stored even when the caller went away.
+	var msgs []models.ChatMessage
+	if runErr == nil {
+		msgs = toRows(runID, out.NewMessages)
+	}
+	sess := &models.ChatSession{ID: sessionID, AgentID: def.ID, Subject: subject, UserID: req.UserID, Username: req.Username, Source: req.Source}
+	if err := s.Store.SaveExchange(context.WithoutCancel(ctx), sess, run, msgs); err != nil && runErr == nil {
+		return nil, err
 	}
 	if runErr != nil {
 		return nil, runErr
-	}
-	if err := s.Store.AppendMessages(bg, sessionID, toRows(runID, out.NewMessages)); err != nil {
-		return nil, fmt.Errorf("store conversation: %w", err)
 	}
 	return &Reply{Reply: out.Reply, SessionID: sessionID, RunID: runID, ResponseID: responseID, Usage: out.Usage, Files: out.Files, StopReason: out.StopReason}, nil
 }
