@@ -75,17 +75,24 @@ func TestChatEachWireFormat(t *testing.T) {
 func TestChatStream(t *testing.T) {
 	g := startChatGateway(t, "")
 	g.Fake.Script(fakellm.Rule{Contains: "story", Reply: "once upon\na time", Chunks: 3})
-	resp := postStream(t, g, map[string]any{"agent_id": "gpt", "text": "tell a story"})
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	text, events, done := readSSE(t, resp.Body)
-	if text != "once upon\na time" {
-		t.Fatalf("streamed text %q", text)
-	}
-	if !done || len(events["done"]) != 1 || !strings.Contains(events["done"][0], "response_id") {
-		t.Fatalf("done=%v events=%v", done, events)
+	for _, tc := range []struct{ agent, format string }{{"helper", "ollama"}, {"gpt", "openai"}, {"claude", "anthropic"}} {
+		n := g.Fake.CallCount()
+		resp := postStream(t, g, map[string]any{"agent_id": tc.agent, "text": "tell a story"})
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			t.Fatalf("%s: %d %s", tc.agent, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		text, events, done := readSSE(t, resp.Body)
+		resp.Body.Close()
+		if text != "once upon\na time" {
+			t.Fatalf("%s: streamed text %q", tc.agent, text)
+		}
+		if !done || len(events["done"]) != 1 || !strings.Contains(events["done"][0], "response_id") {
+			t.Fatalf("%s: done=%v events=%v", tc.agent, done, events)
+		}
+		calls := g.Fake.Calls()
+		if len(calls) != n+1 || !calls[n].Stream || calls[n].Format != tc.format {
+			t.Fatalf("%s: provider call %+v", tc.agent, calls[len(calls)-1])
+		}
 	}
 }
 
