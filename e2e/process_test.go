@@ -46,7 +46,7 @@ func TestGatewayProcessRunsStopsAndRestarts(t *testing.T) {
 		Status string                       `json:"status"`
 		Checks map[string]map[string]string `json:"checks"`
 	}
-	getJSON(t, base+"/health", "", &health)
+	getJSONFrom(t, base+"/health", "", &health)
 	if health.Status != "ok" || health.Checks["database"]["status"] != "ok" || health.Checks["temporal"]["status"] != "ok" {
 		t.Fatalf("health %+v", health)
 	}
@@ -184,11 +184,11 @@ func TestScaleOutTopology(t *testing.T) {
 		urls = append(urls, url)
 	}
 	var reply map[string]any
-	postJSON(t, urls[0]+"/api/v1/chat", "shared-key", `{"agent_id":"shared","text":"hi"}`, 200, &reply)
+	postJSONTo(t, urls[0]+"/api/v1/chat", "shared-key", `{"agent_id":"shared","text":"hi"}`, 200, &reply)
 	fb := fmt.Sprintf(`{"agent_id":"shared","session_id":%q,"run_id":%q,"response_id":%q,"rating":1}`, reply["session_id"], reply["run_id"], reply["response_id"])
-	postJSON(t, urls[1]+"/api/v1/chat/feedback", "shared-key", fb, 200, nil)
+	postJSONTo(t, urls[1]+"/api/v1/chat/feedback", "shared-key", fb, 200, nil)
 	var list map[string]any
-	getJSON(t, urls[0]+"/api/v1/learning/feedback", "shared-key", &list)
+	getJSONFrom(t, urls[0]+"/api/v1/learning/feedback", "shared-key", &list)
 	if list["count"] != float64(1) {
 		t.Fatalf("feedback through gateway B not visible on A: %v", list)
 	}
@@ -219,7 +219,7 @@ func getStatus(t *testing.T, url, key string) int {
 	return resp.StatusCode
 }
 
-func getJSON(t *testing.T, url, key string, v any) {
+func getJSONFrom(t *testing.T, url, key string, v any) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	if key != "" {
@@ -235,7 +235,7 @@ func getJSON(t *testing.T, url, key string, v any) {
 	}
 }
 
-func postJSON(t *testing.T, url, key, body string, want int, v any) {
+func postJSONTo(t *testing.T, url, key, body string, want int, v any) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)

@@ -2,11 +2,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/agentryhq/agentry/cli/agentry"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "agentry: the command-line client is not built yet")
-	os.Exit(1)
-}
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() { os.Exit(agentry.Execute(version)) }
