@@ -46,7 +46,11 @@ type Request struct {
 	UserID    string
 	Username  string
 	SessionID string // optional: continue this session
-	Overrides *Overrides
+	// CreateSession lets SessionID name a session that does not exist yet
+	// (webhook thread and explicit session ids, scheduled firings); an
+	// existing one must still belong to the same agent and subject.
+	CreateSession bool
+	Overrides     *Overrides
 	// Source is chat, stream or webhook (the ledger's feature).
 	Source string
 	// Metadata is stored on the action-log row (webhook include_raw).
@@ -104,6 +108,10 @@ func (s *Service) Prepare(ctx context.Context, req *Request) (*agent.Definition,
 	}
 	if req.SessionID != "" {
 		sess, err := s.Store.GetSession(ctx, req.SessionID)
+		if errors.Is(err, models.ErrNotFound) && req.CreateSession {
+			// A caller-named session (webhook thread) starts here.
+			return def, set, nil
+		}
 		if errors.Is(err, models.ErrNotFound) || (err == nil && (sess.AgentID != def.ID || sess.Subject != subjectOf(ctx))) {
 			return nil, Settings{}, fmt.Errorf("%w: %s", ErrSessionNotFound, req.SessionID)
 		}

@@ -1,0 +1,157 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/chat"
+	"github.com/agentryhq/agentry/internal/costs"
+	"github.com/agentryhq/agentry/internal/delivery"
+	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/schedules"
+	"github.com/agentryhq/agentry/models"
+)
+
+// ScheduledActivities are the activities of the ScheduledAgent workflow.
+type ScheduledActivities struct {
+	Chat     *chat.Service
+	Agents   schedules.Agents
+	Store    *models.Store
+	Channels *delivery.Channels
+	// Retry is runtime.delivery, copied into the messages it creates.
+	Retry delivery.Retry
+}
+
+// ScheduledRunResult is the outcome of a firing's agent run; Delivery is
+// the message to hand to the Delivery workflow (nil: nothing to deliver).
+type ScheduledRunResult struct {
+	Status      string            `json:"status"`
+	Error       string            `json:"error,omitempty"`
+	Code        string            `json:"code,omitempty"`
+	SessionID   string            `json:"session_id,omitempty"`
+	RunID       string            `json:"run_id,omitempty"`
+	Delivery    *delivery.Message `json:"delivery,omitempty"`
+	Destination string            `json:"destination,omitempty"`
+}
+
+// ScheduledRecordInput changes a firing's record after the run.
+type ScheduledRecordInput struct {
+	WorkflowID string `json:"workflow_id"`
+	AgentID    string `json:"agent_id"`
+	Trigger    string `json:"trigger"`
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+}
+
+// ScheduledSubject is the ledger subject of a scheduled agent's calls.
+func ScheduledSubject(agentID string) string { return "schedule:" + agentID }
+
+// ScheduledAgentRun runs the agent of one firing through the chat service
+// (so every LLM call passes the router and its cost admission) with source
+// "scheduled", in a fresh session per firing, and records the firing. It
+// does not run the agent — and records the firing as skipped with the
+// reason — when the agent is gone or disabled, its output channel cannot
+// take the reply, or cost admission refuses the call. The workflow runs it
+// once (no retries): a repeat could pay for the same firing twice.
+func (a *ScheduledActivities) ScheduledAgentRun(ctx context.Context, in schedules.FiringInput) (*ScheduledRunResult, error) {
+	wid := activity.GetInfo(ctx).WorkflowExecution.ID
+	rec := &models.ScheduleRun{WorkflowID: wid, AgentID: in.AgentID, Trigger: in.Trigger, Status: models.ScheduleRunRunning,
+		StartedAt: time.Now().UTC()}
+	if err := a.Store.SaveScheduleRun(ctx, rec); err != nil {
+		return nil, err
+	}
+	res := a.run(ctx, in, rec)
+	now := time.Now().UTC()
+	rec.Status, rec.Error, rec.Code, rec.SessionID, rec.RunID, rec.FinishedAt = res.Status, res.Error, res.Code, res.SessionID, res.RunID, &now
+	if res.Delivery != nil {
+		rec.DeliveryID = res.Delivery.DeliveryID
+	}
+	if err := a.Store.SaveScheduleRun(context.WithoutCancel(ctx), rec); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (a *ScheduledActivities) run(ctx context.Context, in schedules.FiringInput, rec *models.ScheduleRun) *ScheduledRunResult {
+	skip := func(format string, args ...any) *ScheduledRunResult {
+		return &ScheduledRunResult{Status: models.ScheduleRunSkipped, Error: fmt.Sprintf(format, args...)}
+	}
+	def, ok := a.Agents.Get(in.AgentID)
+	switch {
+	case !ok:
+		return skip("agent %s no longer exists", in.AgentID)
+	case !def.IsEnabled():
+		return skip("agent %s is disabled", in.AgentID)
+	case def.Schedule == nil:
+		return skip("agent %s has no schedule any more", in.AgentID)
+	}
+	out := def.Schedule.Output
+	dest := ""
+	if out.Channel != "" {
+		var err error
+		if dest, err = a.Channels.Check(ctx, out.Channel, out.To); err != nil {
+			return skip("output channel %s cannot take the reply: %v", out.Channel, err)
+		}
+	}
+	sum := sha256.Sum256([]byte(rec.WorkflowID))
+	sessionID := fmt.Sprintf("scheduled-%s-%s", def.ID, hex.EncodeToString(sum[:8]))
+	ctx = auth.WithPrincipal(ctx, &auth.Principal{Subject: ScheduledSubject(def.ID), Role: auth.RoleMember, Method: "schedule"})
+	reply, err := a.Chat.Chat(ctx, chat.Request{AgentID: def.ID, Text: prompt(def, rec.StartedAt), UserID: "schedule", Username: "schedule",
+		SessionID: sessionID, CreateSession: true, Source: llm.SourceScheduled,
+		Metadata: map[string]any{"trigger": in.Trigger, "workflow_id": rec.WorkflowID}}, nil)
+	if r, ok := costs.AsRejection(err); ok {
+		res := skip("cost admission refused the run: %s", r.Message)
+		res.Code = r.Code
+		return res
+	}
+	if err != nil {
+		if errors.Is(err, chat.ErrAgentDisabled) || errors.Is(err, chat.ErrAgentNotFound) {
+			return skip("%v", err)
+		}
+		return &ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error(), SessionID: sessionID}
+	}
+	res := &ScheduledRunResult{Status: models.ScheduleRunSucceeded, SessionID: reply.SessionID, RunID: reply.RunID}
+	if out.Channel == "" {
+		return res
+	}
+	id := delivery.NewID()
+	body, err := json.Marshal(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply.Reply, To: out.To,
+		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: reply.SessionID, RunID: reply.RunID, CreatedAt: time.Now().UTC()})
+	if err != nil {
+		return &ScheduledRunResult{Status: models.ScheduleRunFailed, Error: "encode the reply: " + err.Error()}
+	}
+	res.Delivery = &delivery.Message{DeliveryID: id, Channel: out.Channel, To: out.To, Body: string(body), Source: delivery.SourceSchedule,
+		AgentID: def.ID, Retry: a.Retry.WithDefaults()}
+	res.Destination = delivery.DisplayURL(dest)
+	d := &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceSchedule, AgentID: def.ID, Target: res.Destination,
+		WorkflowID: delivery.WorkflowID(id)}
+	if err := a.Store.CreateDelivery(context.WithoutCancel(ctx), d); err != nil {
+		return &ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error()}
+	}
+	return res
+}
+
+// prompt is the message a firing sends: schedule.prompt, or a line naming
+// the firing time.
+func prompt(def *agent.Definition, at time.Time) string {
+	if def.Schedule.Prompt != "" {
+		return def.Schedule.Prompt
+	}
+	return fmt.Sprintf("Scheduled run of %s at %s.", def.DisplayName(), at.UTC().Format(time.RFC3339))
+}
+
+// ScheduledAgentRecord sets a firing's final status (the Delivery workflow
+// could not be started, or the run activity itself failed).
+func (a *ScheduledActivities) ScheduledAgentRecord(ctx context.Context, in ScheduledRecordInput) error {
+	return a.Store.FinishScheduleRun(ctx, models.ScheduleRun{WorkflowID: in.WorkflowID, AgentID: in.AgentID, Trigger: in.Trigger,
+		Status: in.Status, Error: in.Error})
+}

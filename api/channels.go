@@ -1,0 +1,233 @@
+package api
+
+import (
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/delivery"
+	"github.com/agentryhq/agentry/models"
+)
+
+// ChannelsFeature serves the channel adapters (the webhook channel) and
+// the delivery records:
+//
+//	GET   /channels                 {"channels": [channel]}
+//	GET   /channels/{id}            channel
+//	POST  /channels/{id}/enable     channel            (write)
+//	POST  /channels/{id}/disable    channel            (write)
+//	PATCH /channels/{id}            {"settings": {...}} -> channel (admin)
+//	POST  /channels/{id}/send       {"text", "to"?} -> 202 {"delivery_id"} (write)
+//	GET   /deliveries?channel=&limit=   {"deliveries": [...], "count"}
+//	GET   /deliveries/{id}          delivery with its attempts
+//
+// A channel is {"id","type","enabled","settings","overridden","status"};
+// settings are redacted (secret and credential header values read
+// ********).
+type ChannelsFeature struct {
+	Channels   *delivery.Channels
+	Deliveries *delivery.Service
+	Store      *models.Store
+}
+
+// Register implements Feature.
+func (f *ChannelsFeature) Register(r fiber.Router) {
+	r.Get("/channels", f.list)
+	r.Get("/channels/:id", f.get)
+	r.Post("/channels/:id/enable", f.enable)
+	r.Post("/channels/:id/disable", f.disable)
+	r.Patch("/channels/:id", f.patch)
+	r.Post("/channels/:id/send", f.send)
+	r.Get("/deliveries", f.deliveries)
+	r.Get("/deliveries/:id", f.deliveryByID)
+}
+
+func (f *ChannelsFeature) ready() error {
+	if f.Channels == nil || f.Deliveries == nil {
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: "channels not enabled", Code: "not_enabled"}
+	}
+	return nil
+}
+
+func (f *ChannelsFeature) list(c *fiber.Ctx) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	chs, err := f.Channels.List(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"channels": chs})
+}
+
+func (f *ChannelsFeature) get(c *fiber.Ctx) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	v, err := f.Channels.View(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
+}
+
+func (f *ChannelsFeature) enable(c *fiber.Ctx) error  { return f.setEnabled(c, true) }
+func (f *ChannelsFeature) disable(c *fiber.Ctx) error { return f.setEnabled(c, false) }
+
+func (f *ChannelsFeature) setEnabled(c *fiber.Ctx, on bool) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	if err := Require(c, auth.PermWrite); err != nil {
+		return err
+	}
+	v, err := f.Channels.SetEnabled(c.UserContext(), c.Params("id"), on, Principal(c).Subject)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
+}
+
+type channelPatch struct {
+	Settings map[string]any `json:"settings"`
+}
+
+func (f *ChannelsFeature) patch(c *fiber.Ctx) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	if err := Require(c, auth.PermAdmin); err != nil {
+		return err
+	}
+	var b channelPatch
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	if b.Settings == nil {
+		return badRequest("body must be {\"settings\": {\"key\": value, ...}}")
+	}
+	v, err := f.Channels.Patch(c.UserContext(), c.Params("id"), b.Settings, Principal(c).Subject)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
+}
+
+type sendBody struct {
+	Text string `json:"text"`
+	To   string `json:"to"`
+}
+
+func (f *ChannelsFeature) send(c *fiber.Ctx) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	if err := Require(c, auth.PermWrite); err != nil {
+		return err
+	}
+	var b sendBody
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	id, err := f.Deliveries.Send(c.UserContext(), delivery.SendRequest{Channel: c.Params("id"), Text: b.Text, To: b.To, Source: delivery.SourceAPI})
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"delivery_id": id})
+}
+
+// deliveryView is a delivery record as the API shows it.
+type deliveryView struct {
+	ID             string        `json:"id"`
+	Channel        string        `json:"channel"`
+	Source         string        `json:"source"`
+	AgentID        string        `json:"agent_id,omitempty"`
+	Target         string        `json:"target"`
+	WorkflowID     string        `json:"workflow_id"`
+	Status         string        `json:"status"`
+	Attempts       int           `json:"attempts"`
+	LastStatusCode int           `json:"last_status_code"`
+	LastError      string        `json:"last_error"`
+	CreatedAt      time.Time     `json:"created_at"`
+	UpdatedAt      time.Time     `json:"updated_at"`
+	DeliveredAt    *time.Time    `json:"delivered_at"`
+	AttemptList    []attemptView `json:"attempt_list,omitempty"`
+}
+
+type attemptView struct {
+	Attempt    int       `json:"attempt"`
+	StatusCode int       `json:"status_code"`
+	Error      string    `json:"error"`
+	DurationMs int64     `json:"duration_ms"`
+	At         time.Time `json:"at"`
+}
+
+func toDeliveryView(d *models.Delivery) deliveryView {
+	return deliveryView{ID: d.ID, Channel: d.Channel, Source: d.Source, AgentID: d.AgentID, Target: d.Target, WorkflowID: d.WorkflowID,
+		Status: d.Status, Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError,
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(), DeliveredAt: d.DeliveredAt}
+}
+
+func (f *ChannelsFeature) deliveries(c *fiber.Ctx) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit", 50, 1, 500)
+	if err != nil {
+		return err
+	}
+	rows, err := f.Store.ListDeliveries(c.UserContext(), c.Query("channel"), limit)
+	if err != nil {
+		return err
+	}
+	out := make([]deliveryView, 0, len(rows))
+	for i := range rows {
+		out = append(out, toDeliveryView(&rows[i]))
+	}
+	return c.JSON(fiber.Map{"deliveries": out, "count": len(out)})
+}
+
+func (f *ChannelsFeature) deliveryByID(c *fiber.Ctx) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	d, atts, err := f.Store.GetDelivery(c.UserContext(), c.Params("id"))
+	if errors.Is(err, models.ErrNotFound) {
+		return notFound("delivery %s not found", c.Params("id"))
+	}
+	if err != nil {
+		return err
+	}
+	v := toDeliveryView(d)
+	v.AttemptList = make([]attemptView, 0, len(atts))
+	for _, a := range atts {
+		v.AttemptList = append(v.AttemptList, attemptView{Attempt: a.Attempt, StatusCode: a.StatusCode, Error: a.Error, DurationMs: a.DurationMs, At: a.At.UTC()})
+	}
+	return c.JSON(v)
+}
+
+// MapError implements Feature.
+func (f *ChannelsFeature) MapError(err error) *Error {
+	var se *delivery.SettingError
+	var te *delivery.TargetError
+	var inv *delivery.InvalidError
+	switch {
+	case errors.Is(err, delivery.ErrUnknownChannel):
+		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
+	case errors.Is(err, delivery.ErrChannelDisabled):
+		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "channel_disabled"}
+	case errors.Is(err, delivery.ErrNoDestination):
+		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "no_destination"}
+	case errors.As(err, &se):
+		return &Error{Status: fiber.StatusBadRequest, Message: se.Error(), Code: "invalid", Fields: map[string]any{"field": "settings." + se.Key}}
+	case errors.As(err, &te):
+		return &Error{Status: fiber.StatusBadRequest, Message: te.Error(), Code: "destination_refused", Fields: map[string]any{"field": te.Field}}
+	case errors.As(err, &inv):
+		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
+	case errors.Is(err, delivery.ErrUnavailable):
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: delivery.ErrUnavailable.Error(), Code: "unavailable", RetryAfter: 5 * time.Second}
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentryhq/agentry/internal/webhook"
+)
+
+// WebhooksFeature serves the inbound webhook trigger
+// POST /webhooks/{agent_id}.
+type WebhooksFeature struct {
+	Webhooks *webhook.Service
+}
+
+// HeaderIdempotencyKey makes a repeated webhook return the first reply.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// headerReplayed marks a reply served from the idempotency store.
+const headerReplayed = "Idempotent-Replayed"
+
+// Register implements Feature.
+func (f *WebhooksFeature) Register(r fiber.Router) {
+	r.Post("/webhooks/:agent_id", f.receive)
+}
+
+// receive runs the agent on any JSON body, mapped by the agent's webhook
+// mapping, and answers {reply, session_id, thread_id, user_id} (plus
+// run_id and response_id). Agents whose trigger is not webhook answer 404.
+func (f *WebhooksFeature) receive(c *fiber.Ctx) error {
+	if f.Webhooks == nil {
+		return Errf(fiber.StatusServiceUnavailable, "webhooks not enabled")
+	}
+	// c.Body is only valid during the handler; the service finishes
+	// before the handler returns.
+	reply, replayed, err := f.Webhooks.Handle(c.UserContext(), webhook.Request{
+		AgentID: c.Params("agent_id"), Body: c.Body(), IdempotencyKey: c.Get(HeaderIdempotencyKey)})
+	if err != nil {
+		return err
+	}
+	if replayed {
+		c.Set(headerReplayed, "true")
+	}
+	return c.JSON(reply)
+}
+
+// MapError implements Feature (chat errors are mapped by ChatFeature).
+func (f *WebhooksFeature) MapError(err error) *Error {
+	var inv *webhook.InvalidError
+	switch {
+	case errors.Is(err, webhook.ErrNotWebhookAgent):
+		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
+	case errors.Is(err, webhook.ErrNotJSON):
+		return &Error{Status: fiber.StatusBadRequest, Message: err.Error(), Code: "invalid"}
+	case errors.As(err, &inv):
+		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
+	case errors.Is(err, webhook.ErrIdempotencyKeyReused):
+		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "idempotency_key_reused"}
+	case errors.Is(err, webhook.ErrIdempotencyInProgress):
+		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "idempotency_key_in_progress", RetryAfter: 5 * time.Second}
+	}
+	return nil
+}

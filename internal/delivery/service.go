@@ -1,0 +1,156 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/agentryhq/agentry/models"
+)
+
+// ErrUnavailable: the workflow engine did not accept the delivery (503).
+var ErrUnavailable = errors.New("the workflow engine (Temporal) is unavailable; the message was not queued, try again shortly")
+
+// InvalidError is bad input of a send (400), naming the field.
+type InvalidError struct {
+	Field string
+	Msg   string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
+
+// MaxTextBytes bounds the text of one message (it travels in workflow
+// history, which Temporal limits to 2 MB per payload).
+const MaxTextBytes = 512 << 10
+
+// ChannelMessage is the JSON body of a channel message, signed as sent.
+type ChannelMessage struct {
+	DeliveryID string    `json:"delivery_id"`
+	Channel    string    `json:"channel"`
+	Text       string    `json:"text"`
+	To         string    `json:"to,omitempty"`
+	AgentID    string    `json:"agent_id,omitempty"`
+	Source     string    `json:"source"`
+	SessionID  string    `json:"session_id,omitempty"`
+	RunID      string    `json:"run_id,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// Service queues outbound messages: each is recorded (table deliveries)
+// and handed to its own Delivery workflow, which makes the signed,
+// retried attempts.
+type Service struct {
+	Temporal  client.Client
+	TaskQueue string
+	Store     *models.Store
+	Channels  *Channels
+	Retry     Retry
+	Now       func() time.Time
+}
+
+// SendRequest is a message to a channel.
+type SendRequest struct {
+	Channel string
+	Text    string
+	// To overrides the channel's url for this message only; it must be an
+	// absolute http(s) URL that passes the SSRF policy.
+	To      string
+	AgentID string
+	Source  string
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Send validates and queues a message; it returns the delivery id. Nothing
+// is queued when the channel is unknown (ErrUnknownChannel), disabled
+// (ErrChannelDisabled), without a destination (ErrNoDestination), or `to`
+// is refused (*TargetError).
+func (s *Service) Send(ctx context.Context, req SendRequest) (string, error) {
+	if strings.TrimSpace(req.Text) == "" {
+		return "", &InvalidError{Field: "text", Msg: "is required"}
+	}
+	if len(req.Text) > MaxTextBytes {
+		return "", &InvalidError{Field: "text", Msg: fmt.Sprintf("is longer than %d bytes", MaxTextBytes)}
+	}
+	dest, err := s.Channels.Check(ctx, req.Channel, req.To)
+	if err != nil {
+		return "", err
+	}
+	if req.Source == "" {
+		req.Source = SourceAPI
+	}
+	id := NewID()
+	body, err := json.Marshal(ChannelMessage{DeliveryID: id, Channel: req.Channel, Text: req.Text, To: req.To,
+		AgentID: req.AgentID, Source: req.Source, CreatedAt: s.now()})
+	if err != nil {
+		return "", fmt.Errorf("encode message: %w", err)
+	}
+	msg := Message{DeliveryID: id, Channel: req.Channel, To: req.To, Body: string(body), Source: req.Source, AgentID: req.AgentID, Retry: s.Retry}
+	if err := s.Enqueue(ctx, msg, dest); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// Enqueue records a message and starts its Delivery workflow. Starting the
+// same delivery id twice is a no-op (the workflow id is derived from it).
+func (s *Service) Enqueue(ctx context.Context, msg Message, dest string) error {
+	// Once begun, finish even if the caller goes away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	msg.Retry = msg.Retry.WithDefaults()
+	wid := WorkflowID(msg.DeliveryID)
+	d := &models.Delivery{ID: msg.DeliveryID, Channel: msg.Channel, Source: msg.Source, AgentID: msg.AgentID,
+		Target: DisplayURL(dest), WorkflowID: wid}
+	if err := s.Store.CreateDelivery(ctx, d); err != nil {
+		return err
+	}
+	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       wid,
+		TaskQueue:                s.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// The retry window plus slack; the workflow ends itself earlier.
+		WorkflowExecutionTimeout: msg.Retry.RetryFor + msg.Retry.AttemptTimeout + 10*time.Minute,
+		StaticSummary:            fmt.Sprintf("Deliver %s to %s (%s)", msg.DeliveryID, msg.Channel, DisplayURL(dest)),
+	}, WorkflowName, msg)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return nil
+	}
+	if err != nil {
+		_ = s.Store.FinishDelivery(ctx, msg.DeliveryID, models.DeliveryFailed, "not queued: the workflow engine was unavailable")
+		return fmt.Errorf("%w (%v)", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// hookTarget resolves an event hook's destination; the secret comes only
+// from the named environment variable.
+func hookTarget(h *HookTarget, env func(string) (string, bool)) (Target, error) {
+	t := Target{URL: h.URL, Method: "POST"}
+	if h.SecretEnv != "" {
+		if env == nil {
+			env = os.LookupEnv
+		}
+		v, ok := env(h.SecretEnv)
+		if !ok || v == "" {
+			return t, &PermanentError{fmt.Errorf("hook secret_env names %s, which is not set in the gateway's environment; the hook is not sent unsigned", h.SecretEnv)}
+		}
+		t.Secret = v
+	}
+	return t, nil
+}

@@ -1,0 +1,143 @@
+package models
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestIdempotencyClaimIsExclusive(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		s := mustOpen(t, opts)
+		ctx := context.Background()
+		const n = 8
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		claimed := 0
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rec := &WebhookIdempotency{Key: "k1", AgentID: "a", BodyHash: "h", ExpiresAt: time.Now().Add(time.Hour)}
+				_, ok, err := s.ClaimIdempotency(ctx, rec, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					claimed++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if claimed != 1 {
+			t.Fatalf("%d concurrent claims succeeded, want 1", claimed)
+		}
+		if err := s.CompleteIdempotency(ctx, "k1", `{"reply":"x"}`); err != nil {
+			t.Fatal(err)
+		}
+		have, ok, err := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", ExpiresAt: time.Now().Add(time.Hour)}, time.Minute)
+		if err != nil || ok || have.Status != IdempotencyDone || have.Response != `{"reply":"x"}` {
+			t.Fatalf("repeat: %+v %v %v", have, ok, err)
+		}
+
+		// Expired records and abandoned claims make way; released claims too.
+		if err := s.DB.Model(&WebhookIdempotency{}).Where("idem_key = ?", "k1").Update("expires_at", time.Now().Add(-time.Second)).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", ExpiresAt: time.Now().Add(time.Hour)}, time.Minute); !ok {
+			t.Fatal("expired record was not replaced")
+		}
+		if _, ok, _ := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", ExpiresAt: time.Now().Add(time.Hour)}, -time.Second); !ok {
+			t.Fatal("stale running claim was not replaced")
+		}
+		if err := s.ReleaseIdempotency(ctx, "k1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetIdempotency(ctx, "k1"); err != ErrNotFound {
+			t.Fatalf("released: %v", err)
+		}
+	})
+}
+
+func TestDeliveryRecords(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		s := mustOpen(t, opts)
+		ctx := context.Background()
+		id := Delivery{ID: "dlv_1", Channel: "webhook", Source: "api", Target: "https://h.example/"}
+		if err := s.CreateDelivery(ctx, &Delivery{ID: "dlv_1", Channel: "webhook", Source: "api"}); err != nil {
+			t.Fatal(err)
+		}
+		for i, code := range []int{503, 503, 503} {
+			r := AttemptRecord{Delivery: id, Attempt: i + 1, StatusCode: code, Error: "503"}
+			if err := s.RecordAttempt(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A repeated recording of attempt 3 does not count twice.
+		if err := s.RecordAttempt(ctx, AttemptRecord{Delivery: id, Attempt: 3, StatusCode: 503}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordAttempt(ctx, AttemptRecord{Delivery: id, Attempt: 4, StatusCode: 200, Delivered: true, Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		// A late failure never downgrades a delivered message.
+		if err := s.FinishDelivery(ctx, "dlv_1", DeliveryFailed, "late"); err != nil {
+			t.Fatal(err)
+		}
+		d, atts, err := s.GetDelivery(ctx, "dlv_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status != DeliveryDelivered || d.Attempts != 4 || len(atts) != 4 || d.DeliveredAt == nil || d.LastStatusCode != 200 {
+			t.Fatalf("delivery %+v, %d attempts", d, len(atts))
+		}
+		// Attempts of a delivery nobody created (a child workflow) create it.
+		if err := s.RecordAttempt(ctx, AttemptRecord{Delivery: Delivery{ID: "dlv_2", Channel: "webhook"}, Attempt: 1, StatusCode: 400, Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.ChannelStats(ctx, "webhook")
+		if err != nil || st.Deliveries != 1 || st.Failures != 1 || st.Last == nil {
+			t.Fatalf("stats %+v %v", st, err)
+		}
+	})
+}
+
+func TestHookCursorOnlyMovesForward(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		s := mustOpen(t, opts)
+		ctx := context.Background()
+		if _, found, _ := s.GetHookCursor(ctx, "h"); found {
+			t.Fatal("cursor before any")
+		}
+		for _, id := range []int64{5, 9, 7} {
+			if err := s.SetHookCursor(ctx, "h", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, found, err := s.GetHookCursor(ctx, "h"); err != nil || !found || got != 9 {
+			t.Fatalf("cursor %d %v %v", got, found, err)
+		}
+	})
+}
+
+func TestScheduleRuns(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		s := mustOpen(t, opts)
+		ctx := context.Background()
+		t0 := time.Now().UTC().Add(-time.Minute)
+		if err := s.SaveScheduleRun(ctx, &ScheduleRun{WorkflowID: "w1", AgentID: "a", Status: ScheduleRunSucceeded, StartedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishScheduleRun(ctx, ScheduleRun{WorkflowID: "w2", AgentID: "a", Status: ScheduleRunFailed, Error: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		last, err := s.LastScheduleRuns(ctx, []string{"a", "b"})
+		if err != nil || len(last) != 1 || last["a"].WorkflowID != "w2" || last["a"].Error != "boom" {
+			t.Fatalf("last %+v %v", last, err)
+		}
+	})
+}
