@@ -103,6 +103,7 @@ server.api_key or the workspace's generated key).`,
 		a.seedExamplesCommand(),
 		a.doctorCommand(),
 		a.evalCommand(),
+		a.webhookCommand(),
 	)
 	return root
 }
