@@ -84,8 +84,10 @@ type RuntimeConfig struct {
 	// ActionLog records every agent run (agent, session, run, response ids) so
 	// that feedback can be validated against it.
 	ActionLog ActionLogConfig `yaml:"action_log" env:", prefix=ACTION_LOG_"`
-	Sandbox   map[string]any  `yaml:"sandbox,omitempty"`
-	Extra     map[string]any  `yaml:",inline"`
+	// Delivery bounds the retries of outbound webhook deliveries.
+	Delivery DeliveryConfig `yaml:"delivery" env:", prefix=DELIVERY_"`
+	Sandbox  map[string]any `yaml:"sandbox,omitempty"`
+	Extra    map[string]any `yaml:",inline"`
 }
 
 // SSRFConfig guards outbound HTTP made on an agent's or a channel's behalf.
@@ -107,6 +109,16 @@ type AuditLogConfig struct {
 // ActionLogConfig toggles the action log.
 type ActionLogConfig struct {
 	Enabled bool `yaml:"enabled" env:"ENABLED"`
+}
+
+// DeliveryConfig is the retry policy of outbound deliveries: exponential
+// backoff from initial_interval, doubling up to max_interval, until
+// retry_for has passed since the first attempt.
+type DeliveryConfig struct {
+	RetryFor        time.Duration `yaml:"retry_for" env:"RETRY_FOR"`
+	InitialInterval time.Duration `yaml:"initial_interval" env:"INITIAL_INTERVAL"`
+	MaxInterval     time.Duration `yaml:"max_interval" env:"MAX_INTERVAL"`
+	AttemptTimeout  time.Duration `yaml:"attempt_timeout" env:"ATTEMPT_TIMEOUT"`
 }
 
 // LLMConfig is the provider registry and the workspace allowlists.

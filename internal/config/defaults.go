@@ -18,6 +18,7 @@ func Defaults() Config {
 			ToolTimeout: 30 * time.Second,
 			SSRF:        SSRFConfig{Enabled: true},
 			ActionLog:   ActionLogConfig{Enabled: true},
+			Delivery:    DeliveryConfig{RetryFor: 24 * time.Hour, InitialInterval: time.Second, MaxInterval: 10 * time.Minute, AttemptTimeout: 30 * time.Second},
 		},
 		LLM: LLMConfig{
 			DefaultProvider: "ollama",

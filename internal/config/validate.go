@@ -70,6 +70,12 @@ func Validate(c *Config) error {
 			bad("llm.default_provider", "%q is not in llm.providers", c.LLM.DefaultProvider)
 		}
 	}
+	for key, d := range map[string]time.Duration{"retry_for": c.Runtime.Delivery.RetryFor, "initial_interval": c.Runtime.Delivery.InitialInterval,
+		"max_interval": c.Runtime.Delivery.MaxInterval, "attempt_timeout": c.Runtime.Delivery.AttemptTimeout} {
+		if d < 0 {
+			bad("runtime.delivery."+key, "must not be negative")
+		}
+	}
 	validateCosts(&c.Costs, bad)
 	if c.RateLimit.Backend != "memory" && c.RateLimit.Backend != "redis" {
 		bad("rate_limit.backend", "unknown backend %q (use memory or redis)", c.RateLimit.Backend)

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -104,44 +103,9 @@ func (r Retry) WithDefaults() Retry {
 	return r
 }
 
-// RetryFromConfig reads runtime.delivery (kept in RuntimeConfig.Extra):
-//
-//	runtime:
-//	  delivery:
-//	    retry_for: 24h          # stop retrying after this long
-//	    initial_interval: 1s    # first backoff, doubled each attempt
-//	    max_interval: 10m       # backoff cap
-//	    attempt_timeout: 30s    # one request
-//
-// Errors name the key.
+// RetryFromConfig reads runtime.delivery (retry_for, initial_interval,
+// max_interval, attempt_timeout); zero values take the defaults.
 func RetryFromConfig(cfg *config.Config) (Retry, error) {
-	var r Retry
-	raw, ok := cfg.Runtime.Extra["delivery"]
-	if !ok || raw == nil {
-		return r.WithDefaults(), nil
-	}
-	m, ok := raw.(map[string]any)
-	if !ok {
-		return r, fmt.Errorf("runtime.delivery: expected a mapping")
-	}
-	fields := map[string]*time.Duration{
-		"retry_for": &r.RetryFor, "initial_interval": &r.InitialInterval,
-		"max_interval": &r.MaxInterval, "attempt_timeout": &r.AttemptTimeout,
-	}
-	for k, v := range m {
-		dst, ok := fields[k]
-		if !ok {
-			return r, fmt.Errorf("runtime.delivery.%s: unknown key (use retry_for, initial_interval, max_interval or attempt_timeout)", k)
-		}
-		s, ok := v.(string)
-		if !ok {
-			return r, fmt.Errorf("runtime.delivery.%s: expected a duration such as 30s or 24h", k)
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return r, fmt.Errorf("runtime.delivery.%s: %q is not a positive duration", k, s)
-		}
-		*dst = d
-	}
-	return r.WithDefaults(), nil
+	d := cfg.Runtime.Delivery
+	return Retry{InitialInterval: d.InitialInterval, MaxInterval: d.MaxInterval, RetryFor: d.RetryFor, AttemptTimeout: d.AttemptTimeout}.WithDefaults(), nil
 }
