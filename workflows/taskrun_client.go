@@ -1,0 +1,283 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentryhq/agentry/activities"
+	"github.com/agentryhq/agentry/dev/temporalserver/temporaldefaults"
+	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/chat"
+	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/models"
+)
+
+// RegisterTaskRun registers the TaskRun workflow and its activities on a
+// worker (gateway/services.go adds it to the worker).
+func RegisterTaskRun(acts *activities.TaskRunActivities) func(sdkworker.Registry) {
+	return func(r sdkworker.Registry) {
+		r.RegisterWorkflowWithOptions(TaskRun, workflow.RegisterOptions{Name: TaskRunWorkflowName})
+		r.RegisterActivity(acts)
+	}
+}
+
+// Search attributes every TaskRun carries (registered by the embedded
+// server from temporal.yaml).
+var (
+	searchAttrTaskID  = temporal.NewSearchAttributeKeyInt64(temporaldefaults.SearchAttributeTaskID)
+	searchAttrAgentID = temporal.NewSearchAttributeKeyKeyword(temporaldefaults.SearchAttributeAgentID)
+	searchAttrTrigger = temporal.NewSearchAttributeKeyKeyword(temporaldefaults.SearchAttributeTrigger)
+)
+
+// ErrTemporalUnavailable wraps failures to reach Temporal (HTTP 503).
+var ErrTemporalUnavailable = errors.New("the workflow engine (Temporal) is unavailable; try again shortly")
+
+// staleStartAge is how long a run may stay queued without a workflow
+// before a new run request treats it as abandoned (the process that
+// inserted it died before starting the workflow).
+const staleStartAge = 2 * time.Minute
+
+// TaskRuns starts and cancels task runs: the client side of TaskRun. The
+// run row in the database and the workflow in Temporal are kept in
+// agreement: the row is inserted first (the database refuses a second
+// active run), then the workflow is started with the conflict policy FAIL
+// (Temporal refuses a second running workflow of the task); when the start
+// fails the row is removed again.
+type TaskRuns struct {
+	Client client.Client
+	Store  *models.Store
+	Agents *agent.Registry
+	Router *llm.Router
+	Config *config.Loaded
+	Events activities.Notifier
+	// TaskQueue is the worker's queue (temporal.task_queue).
+	TaskQueue string
+	// Timeout overrides TaskRunTimeout (tests).
+	Timeout time.Duration
+}
+
+// Start requests a run of a task by its agent and returns the queued run.
+// Errors: *models.NotFoundError (404), *models.ValidationError on agent_id
+// (400: none set, unknown or disabled agent), chat errors for an agent
+// whose model settings do not resolve, models.ErrRunActive (409),
+// ErrTemporalUnavailable (503).
+func (r *TaskRuns) Start(ctx context.Context, taskID int64, trigger string) (*models.TaskRun, error) {
+	// Once begun, finish (or undo) the start even if the caller goes away.
+	principal := auth.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+
+	task, err := r.Store.GetTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if task.AgentID == "" {
+		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("task %d has no agent_id; set one before starting a run", taskID)}
+	}
+	def, ok := r.Agents.Get(task.AgentID)
+	if !ok {
+		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("task %d names agent %q, which does not exist", taskID, task.AgentID)}
+	}
+	if !def.IsEnabled() {
+		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("agent %q is disabled", def.ID)}
+	}
+	set, err := chat.Resolve(&r.Config.Config, r.Router, def, nil, principal)
+	if err != nil {
+		return nil, err
+	}
+
+	nr := models.NewRun{TaskID: taskID, AgentID: def.ID, Trigger: trigger, WorkflowID: TaskRunWorkflowID(taskID)}
+	run, err := r.Store.CreateRun(ctx, nr)
+	if errors.Is(err, models.ErrRunActive) && r.repairStale(ctx, taskID) {
+		run, err = r.Store.CreateRun(ctx, nr)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	subject := "anonymous"
+	if principal != nil {
+		subject = principal.Subject
+	}
+	in := TaskRunInput{
+		TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
+		DataClassification: def.LLM.DataClassification, Builtins: def.Builtins, Timeout: r.Timeout,
+		Agent: agent.Input{
+			Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, UserText: TaskPrompt(task),
+			Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
+			MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
+		},
+	}
+	execTimeout := TaskRunExecutionTimeout
+	if r.Timeout > 0 {
+		execTimeout = r.Timeout + 5*time.Minute
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                                       TaskRunWorkflowID(taskID),
+		TaskQueue:                                r.taskQueue(),
+		WorkflowExecutionTimeout:                 execTimeout,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			searchAttrTaskID.ValueSet(taskID), searchAttrAgentID.ValueSet(def.ID), searchAttrTrigger.ValueSet(trigger)),
+		StaticSummary: summary(task, def.ID, run.Attempt),
+		StaticDetails: details(task, def.ID, set),
+	}
+	we, err := r.Client.ExecuteWorkflow(ctx, opts, TaskRunWorkflowName, in)
+	if err != nil {
+		if derr := r.Store.DeleteQueuedRun(ctx, run.ID); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			// The previous run's workflow is still closing (it records its
+			// outcome just before it ends) or another gateway sharing the
+			// cluster runs this task id.
+			return nil, &models.ConflictError{Code: models.ErrRunActive.Code,
+				Msg: fmt.Sprintf("task %d already has a running workflow (%s); try again when it has ended", taskID, opts.ID)}
+		}
+		return nil, fmt.Errorf("start run of task %d: %w: %w", taskID, ErrTemporalUnavailable, err)
+	}
+	if err := r.Store.SetRunTemporalID(ctx, run.ID, we.GetRunID()); err != nil {
+		return nil, err
+	}
+	// The worker may already have marked the run running.
+	return r.Store.RunByID(ctx, run.ID)
+}
+
+func (r *TaskRuns) taskQueue() string {
+	if r.TaskQueue != "" {
+		return r.TaskQueue
+	}
+	return DefaultTaskQueue
+}
+
+// repairStale fails the task's active run when its workflow is no longer
+// running (the execution-timeout backstop ended it, or the process that
+// queued it died before starting it), so a new run can start. It reports
+// whether it repaired anything.
+func (r *TaskRuns) repairStale(ctx context.Context, taskID int64) bool {
+	active, err := r.Store.ActiveRun(ctx, taskID)
+	if err != nil {
+		return false
+	}
+	if active.TemporalRunID == "" && time.Since(active.CreatedAt) < staleStartAge {
+		return false // its start is probably still in progress
+	}
+	desc, err := r.Client.DescribeWorkflowExecution(ctx, active.WorkflowID, active.TemporalRunID)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+	case err != nil:
+		return false
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return false
+	}
+	_, applied, err := r.Store.FinishRun(ctx, models.RunOutcome{RunID: active.ID, Status: models.RunFailed,
+		Error: "the run's workflow ended without recording an outcome (execution timeout or lost start)"})
+	if err != nil {
+		return false
+	}
+	if applied && r.Events != nil {
+		r.Events.Notify()
+	}
+	return true
+}
+
+// Cancel asks a run's workflow to stop. Cancellation is asynchronous: the
+// run is returned as it is now and becomes cancelled (task back to todo)
+// once the workflow has stopped its current step. Errors: 404 for an
+// unknown task or run (or a run of another task), models.ErrRunNotActive
+// (409) for a run that already ended.
+func (r *TaskRuns) Cancel(ctx context.Context, taskID, runID int64) (*models.TaskRun, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	run, err := r.Store.GetRun(ctx, taskID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if !models.RunActive(run.Status) {
+		return nil, &models.ConflictError{Code: models.ErrRunNotActive.Code, RunID: runID,
+			Msg: fmt.Sprintf("run %d of task %d already ended (%s)", runID, taskID, run.Status)}
+	}
+	err = r.Client.CancelWorkflow(ctx, run.WorkflowID, run.TemporalRunID)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf) || isAlreadyClosed(err):
+		// The workflow is gone: record the cancellation ourselves.
+		if _, applied, ferr := r.Store.FinishRun(ctx, models.RunOutcome{RunID: runID, Status: models.RunCancelled, Error: "cancelled by request"}); ferr != nil {
+			return nil, ferr
+		} else if applied && r.Events != nil {
+			r.Events.Notify()
+		}
+	case err != nil:
+		return nil, fmt.Errorf("cancel run %d: %w: %w", runID, ErrTemporalUnavailable, err)
+	}
+	return r.Store.RunByID(ctx, runID)
+}
+
+func isAlreadyClosed(err error) bool {
+	var fp *serviceerror.FailedPrecondition
+	return errors.As(err, &fp) && strings.Contains(strings.ToLower(fp.Error()), "already completed")
+}
+
+// TaskPrompt is the user message a run sends: the task as a person would
+// hand it over.
+func TaskPrompt(t *models.Task) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task #%d: %s\n", t.ID, t.Title)
+	if d := strings.TrimSpace(t.Description); d != "" {
+		b.WriteString("\n")
+		b.WriteString(d)
+		b.WriteString("\n")
+	}
+	var meta []string
+	if t.Priority != "" && t.Priority != models.PriorityNormal {
+		meta = append(meta, "priority: "+t.Priority)
+	}
+	if t.DueAt != nil {
+		meta = append(meta, "due: "+t.DueAt.Format(time.RFC3339))
+	}
+	if tags := t.TagList(); len(tags) > 0 {
+		meta = append(meta, "tags: "+strings.Join(tags, ", "))
+	}
+	if t.Owner != "" {
+		meta = append(meta, "owner: "+t.Owner)
+	}
+	if len(meta) > 0 {
+		b.WriteString("\n")
+		b.WriteString(strings.Join(meta, "\n"))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// summary is the one line the Temporal Web UI shows for the run.
+func summary(t *models.Task, agentID string, attempt int) string {
+	title := t.Title
+	if r := []rune(title); len(r) > 120 {
+		title = string(r[:120]) + "…"
+	}
+	return fmt.Sprintf("Task %d: %s (agent %s, attempt %d)", t.ID, title, agentID, attempt)
+}
+
+// details is the markdown the Web UI shows under the summary.
+func details(t *models.Task, agentID string, set chat.Settings) string {
+	desc := t.Description
+	if r := []rune(desc); len(r) > 2000 {
+		desc = string(r[:2000]) + "…"
+	}
+	return fmt.Sprintf("**%s**\n\nAgent: `%s` (%s/%s), priority %s\n\n%s", t.Title, agentID, set.Provider, set.Model, t.Priority, desc)
+}

@@ -1,0 +1,218 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentryhq/agentry/activities"
+	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/models"
+)
+
+// harness is a test workflow environment with the TaskRun activities
+// mocked; it records what the workflow asked of them.
+type harness struct {
+	env  *testsuite.TestWorkflowEnvironment
+	acts *activities.TaskRunActivities
+
+	mu       sync.Mutex
+	llmCalls []activities.LLMTurnInput
+	tools    []activities.ToolInput
+	started  int
+	outcomes []models.RunOutcome
+}
+
+func newHarness(t *testing.T) *harness {
+	var suite testsuite.WorkflowTestSuite
+	h := &harness{env: suite.NewTestWorkflowEnvironment(), acts: &activities.TaskRunActivities{}}
+	h.env.RegisterWorkflowWithOptions(TaskRun, workflow.RegisterOptions{Name: TaskRunWorkflowName})
+	h.env.RegisterActivity(h.acts)
+	h.env.OnActivity(h.acts.TaskRunStart, mock.Anything, mock.Anything).Return(func(context.Context, activities.RunRef) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.started++
+		return nil
+	}).Maybe()
+	h.env.OnActivity(h.acts.TaskRunFinish, mock.Anything, mock.Anything).Return(func(_ context.Context, o models.RunOutcome) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.outcomes = append(h.outcomes, o)
+		return nil
+	}).Maybe()
+	h.env.OnActivity(h.acts.TaskRunTool, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ToolInput) (agent.ToolResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.tools = append(h.tools, in)
+		return agent.ToolResult{Content: "wrote", Files: []agent.ProducedFile{{Path: "/a/r.md", SizeBytes: 3, Tool: "write_file"}}}, nil
+	}).Maybe()
+	return h
+}
+
+// onLLM answers LLM turns with fn (after an optional delay on the
+// workflow clock).
+func (h *harness) onLLM(after time.Duration, fn func(n int, in activities.LLMTurnInput) (*llm.Response, error)) {
+	call := h.env.OnActivity(h.acts.TaskRunLLMTurn, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.LLMTurnInput) (*llm.Response, error) {
+		h.mu.Lock()
+		h.llmCalls = append(h.llmCalls, in)
+		n := len(h.llmCalls)
+		h.mu.Unlock()
+		return fn(n, in)
+	})
+	if after > 0 {
+		call.After(after)
+	}
+}
+
+func input() TaskRunInput {
+	return TaskRunInput{TaskID: 42, RunID: 7, Attempt: 3, AgentID: "writer", Title: "Write", Trigger: TriggerAPI, Subject: "admin",
+		Builtins: []string{"write_file"},
+		Agent:    agent.Input{Provider: "ollama", Model: "m", UserText: "Task #42: Write", MaxTurns: 4, Tools: agent.ToolsFor([]string{"write_file"})}}
+}
+
+func (h *harness) outcome(t *testing.T) models.RunOutcome {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.outcomes) != 1 {
+		t.Fatalf("outcomes recorded: %d, want 1", len(h.outcomes))
+	}
+	return h.outcomes[0]
+}
+
+func TestTaskRunFinishesWithToolCall(t *testing.T) {
+	h := newHarness(t)
+	h.onLLM(0, func(n int, in activities.LLMTurnInput) (*llm.Response, error) {
+		if n == 1 {
+			return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"r.md","content":"abc"}`)}},
+				Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}, nil
+		}
+		return &llm.Response{Content: "Done.", Usage: llm.Usage{InputTokens: 20, OutputTokens: 2}}, nil
+	})
+	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed=%v err=%v", h.env.IsWorkflowCompleted(), h.env.GetWorkflowError())
+	}
+	var res TaskRunResult
+	if err := h.env.GetWorkflowResult(&res); err != nil || res.Status != models.RunFinished || res.Reply != "Done." {
+		t.Fatalf("result %+v %v", res, err)
+	}
+	o := h.outcome(t)
+	if o.Status != models.RunFinished || o.Turns != 2 || o.InputTokens != 30 || o.OutputTokens != 7 || o.Reply != "Done." || o.StopReason != agent.StopFinished {
+		t.Fatalf("outcome %+v", o)
+	}
+	if h.started != 1 || len(h.tools) != 1 || h.tools[0].Invocation.Call.ID != "c1" || h.tools[0].Run.RunID != 7 {
+		t.Fatalf("started=%d tools=%+v", h.started, h.tools)
+	}
+	// The LLM call id is stable per workflow, attempt and turn.
+	if got := activities.CallID(h.llmCalls[1].Run, h.llmCalls[1].Turn.Turn); got != "task-42-a3-t2" {
+		t.Fatalf("call id %q", got)
+	}
+}
+
+func TestTaskRunRetriesFailingLLMTurn(t *testing.T) {
+	h := newHarness(t)
+	h.onLLM(0, func(n int, in activities.LLMTurnInput) (*llm.Response, error) {
+		if n == 1 {
+			return nil, temporal.NewApplicationError("llm provider \"ollama\": HTTP 503: overloaded", activities.ErrTypeProvider)
+		}
+		return &llm.Response{Content: "ok"}, nil
+	})
+	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.llmCalls) != 2 || h.llmCalls[0].Turn.Turn != 1 || h.llmCalls[1].Turn.Turn != 1 {
+		t.Fatalf("llm calls: %d", len(h.llmCalls))
+	}
+	if o := h.outcome(t); o.Status != models.RunFinished || o.Turns != 1 {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestTaskRunFailsOnNonRetryableError(t *testing.T) {
+	h := newHarness(t)
+	h.onLLM(0, func(int, activities.LLMTurnInput) (*llm.Response, error) {
+		return nil, temporal.NewNonRetryableApplicationError("llm provider \"ollama\": HTTP 400: bad model", activities.ErrTypeLLMRejected, nil)
+	})
+	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	var app *temporal.ApplicationError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != ErrTypeTaskRunFailed {
+		t.Fatalf("workflow error %v", err)
+	}
+	if len(h.llmCalls) != 1 {
+		t.Fatalf("a non-retryable error was retried: %d calls", len(h.llmCalls))
+	}
+	o := h.outcome(t)
+	if o.Status != models.RunFailed || o.Error != `turn 1: llm provider "ollama": HTTP 400: bad model` {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestTaskRunTimesOutAfter15Minutes(t *testing.T) {
+	h := newHarness(t)
+	// The model never answers within the run's limit.
+	h.onLLM(20*time.Minute, func(int, activities.LLMTurnInput) (*llm.Response, error) {
+		return &llm.Response{Content: "too late"}, nil
+	})
+	start := h.env.Now()
+	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	if !h.env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var app *temporal.ApplicationError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != ErrTypeTaskRunFailed {
+		t.Fatalf("workflow error %v", err)
+	}
+	o := h.outcome(t)
+	if o.Status != models.RunFailed || !o.TimedOut || !strings.Contains(o.Error, "15m0s") {
+		t.Fatalf("outcome %+v", o)
+	}
+	if elapsed := h.env.Now().Sub(start); elapsed < TaskRunTimeout || elapsed >= 20*time.Minute {
+		t.Fatalf("ended after %s of workflow time, want the 15m limit", elapsed)
+	}
+}
+
+func TestTaskRunCancellation(t *testing.T) {
+	h := newHarness(t)
+	h.onLLM(10*time.Minute, func(int, activities.LLMTurnInput) (*llm.Response, error) {
+		return &llm.Response{Content: "never"}, nil
+	})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
+	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	if !h.env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var canceled *temporal.CanceledError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &canceled) {
+		t.Fatalf("workflow error %v, want cancelled", err)
+	}
+	if o := h.outcome(t); o.Status != models.RunCancelled {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestTaskRunStopsWhenRunIsGone(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	acts := &activities.TaskRunActivities{}
+	env.RegisterWorkflowWithOptions(TaskRun, workflow.RegisterOptions{Name: TaskRunWorkflowName})
+	env.RegisterActivity(acts)
+	env.OnActivity(acts.TaskRunStart, mock.Anything, mock.Anything).
+		Return(temporal.NewNonRetryableApplicationError("run 7 not found", activities.ErrTypeRunGone, nil)).Once()
+	env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "run 7 not found") {
+		t.Fatalf("workflow error %v", err)
+	}
+	env.AssertExpectations(t)
+}
