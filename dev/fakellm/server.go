@@ -269,7 +269,6 @@ func (s *Server) serveProvider(f wireFormat) http.HandlerFunc {
 			rec.Body = body
 		}
 		rule, seq, logger := s.admit(rec, conv)
-		rec.RequestID = fmt.Sprintf("req_fake_%d", seq)
 		if h := f.requestIDHeader(); h != "" {
 			w.Header().Set(h, rec.RequestID)
 		}
@@ -338,6 +337,8 @@ func (s *Server) admit(rec *CallRecord, conv *conversation) (Rule, int64, *slog.
 	defer s.mu.Unlock()
 	s.seq++
 	rec.Seq = s.seq
+	// Set under the lock: Calls() may copy the record concurrently.
+	rec.RequestID = fmt.Sprintf("req_fake_%d", s.seq)
 	s.records = append(s.records, rec)
 	if len(s.records) > MaxRecords+MaxRecords/4 { // trim in batches, not on every call
 		s.records = append(s.records[:0:0], s.records[len(s.records)-MaxRecords:]...)
