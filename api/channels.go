@@ -227,7 +227,7 @@ func (f *ChannelsFeature) MapError(err error) *Error {
 	case errors.As(err, &inv):
 		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
 	case errors.Is(err, delivery.ErrUnavailable):
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: delivery.ErrUnavailable.Error(), Code: "unavailable", RetryAfter: 5 * time.Second}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: delivery.ErrUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
 	}
 	return nil
 }

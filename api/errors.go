@@ -54,7 +54,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	switch {
 	case errors.As(err, &apiErr):
 	case errors.As(err, &fe):
-		apiErr = &Error{Status: fe.Code, Message: fiberMessage(fe)}
+		apiErr = &Error{Status: fe.Code, Message: fiberMessage(fe), Code: fiberCode(fe.Code)}
 	default:
 		if mapped := s.mapError(err); mapped != nil {
 			apiErr = mapped
@@ -92,6 +92,20 @@ func fiberMessage(fe *fiber.Error) string {
 		return "method not allowed"
 	}
 	return fe.Message
+}
+
+func fiberCode(status int) string {
+	switch status {
+	case fiber.StatusRequestEntityTooLarge:
+		return "too_large"
+	case fiber.StatusNotFound:
+		return "not_found"
+	case fiber.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case fiber.StatusBadRequest:
+		return "invalid"
+	}
+	return ""
 }
 
 // ErrorMapper turns a domain error into an API error, or returns nil.

@@ -48,7 +48,7 @@ func (f *EventsFeature) MapError(error) *Error { return nil }
 // event). Without either it starts with the next new event.
 func (f *EventsFeature) stream(c *fiber.Ctx) error {
 	if f.Bus == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "event stream not available", Code: "events_disabled"}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: "event stream not available", Code: "not_enabled"}
 	}
 	var filter events.Filter
 	if raw := strings.TrimSpace(c.Query("type")); raw != "" {

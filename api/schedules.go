@@ -68,7 +68,7 @@ func (f *SchedulesFeature) MapError(err error) *Error {
 	case errors.Is(err, schedules.ErrAgentDisabled):
 		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "agent_disabled"}
 	case errors.Is(err, schedules.ErrUnavailable):
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: schedules.ErrUnavailable.Error(), Code: "unavailable", RetryAfter: 5 * time.Second}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: schedules.ErrUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func (f *WebhooksFeature) Register(r fiber.Router) {
 // run_id and response_id). Agents whose trigger is not webhook answer 404.
 func (f *WebhooksFeature) receive(c *fiber.Ctx) error {
 	if f.Webhooks == nil {
-		return Errf(fiber.StatusServiceUnavailable, "webhooks not enabled")
+		return Errf(fiber.StatusServiceUnavailable, "webhooks not enabled").WithCode("not_enabled")
 	}
 	// c.Body is only valid during the handler; the service finishes
 	// before the handler returns.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -56,7 +57,7 @@ func (f *WorkboardFeature) Register(r fiber.Router) {
 
 func (f *WorkboardFeature) requireEnabled(c *fiber.Ctx) error {
 	if !f.Enabled || f.Store == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "workboard not enabled", Code: "workboard_disabled"}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: "workboard not enabled", Code: "not_enabled"}
 	}
 	return c.Next()
 }
@@ -81,7 +82,7 @@ func (f *WorkboardFeature) MapError(err error) *Error {
 		if f.Logger != nil {
 			f.Logger.Warn("workboard: Temporal unavailable", "err", err)
 		}
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: workflows.ErrTemporalUnavailable.Error(), Code: "temporal_unavailable"}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: workflows.ErrTemporalUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
 	}
 	return nil
 }
@@ -215,7 +216,7 @@ func (f *WorkboardFeature) startRun(c *fiber.Ctx) error {
 		return err
 	}
 	if f.Runs == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable"}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
 	}
 	run, err := f.Runs.Start(c.UserContext(), id, workflows.TriggerAPI)
 	if err != nil {
@@ -270,7 +271,7 @@ func (f *WorkboardFeature) cancelRun(c *fiber.Ctx) error {
 		return err
 	}
 	if f.Runs == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable"}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
 	}
 	run, err := f.Runs.Cancel(c.UserContext(), id, runID)
 	if err != nil {
