@@ -99,11 +99,14 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 		}
 		if err != nil {
 			e := f.MapError(err)
-			msg := "internal error"
+			frame := map[string]string{"error": "internal error"}
 			if e != nil {
-				msg = e.Message
+				frame["error"] = e.Message
+				if e.Code != "" {
+					frame["code"] = e.Code
+				}
 			}
-			payload, _ := json.Marshal(map[string]string{"error": msg})
+			payload, _ := json.Marshal(frame)
 			fmt.Fprintf(w, "event: error\ndata: %s\n\n", payload)
 		} else {
 			ids, _ := json.Marshal(reply)
@@ -155,6 +158,11 @@ func (f *ChatFeature) learning(c *fiber.Ctx) error {
 
 // MapError implements Feature: domain errors of chat and of the providers.
 func (f *ChatFeature) MapError(err error) *Error {
+	// Cost rejections (api/costs.go) first: the stream's error frame uses
+	// this mapper alone.
+	if e := mapCostError(err); e != nil {
+		return e
+	}
 	var inv *chat.InvalidError
 	var forb *chat.ForbiddenError
 	var pe *llm.ProviderError

@@ -23,6 +23,7 @@ import (
 	"github.com/agentryhq/agentry/api"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/logbuf"
 	"github.com/agentryhq/agentry/internal/temporalconn"
 	"github.com/agentryhq/agentry/models"
 )
@@ -58,6 +59,8 @@ type Gateway struct {
 	Temporal client.Client
 	// APIKey is the effective admin key in apikey mode.
 	APIKey string
+	// Logs keeps the recent log lines for GET /logs (the logger tees into it).
+	Logs *logbuf.Buffer
 
 	log      *slog.Logger
 	embedded EmbeddedTemporal
@@ -81,7 +84,10 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 	if notice == nil {
 		notice = os.Stderr
 	}
-	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1)}
+	// Everything the gateway logs is also kept in memory for GET /logs.
+	logs := logbuf.New(logbuf.DefaultLines)
+	log = slog.New(logbuf.NewHandler(log.Handler(), logs))
+	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1), Logs: logs}
 	defer func() {
 		if err != nil {
 			g.Shutdown(context.Background())
@@ -228,6 +234,11 @@ func (g *Gateway) Done() <-chan error { return g.serveErr }
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	var errs []error
 	g.stopOnce.Do(func() {
+		if g.Logs != nil {
+			// Followers of GET /logs/stream end now, so draining requests
+			// does not wait for them.
+			g.Logs.EndStreams()
+		}
 		if g.api != nil {
 			errs = append(errs, g.api.Shutdown(ctx))
 		} else if g.ln != nil {

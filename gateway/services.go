@@ -8,13 +8,21 @@ import (
 	"sort"
 	"time"
 
+	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/api"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/costs"
+	"github.com/agentryhq/agentry/internal/delivery"
+	"github.com/agentryhq/agentry/internal/events"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/schedules"
+	"github.com/agentryhq/agentry/internal/secrets"
+	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/worker"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // Services are the feature services built on top of the foundation. Each
@@ -29,6 +37,24 @@ type Services struct {
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
 	Chat    *chat.Service
+	// AgentFiles writes definition files for the agent admin routes.
+	AgentFiles *agent.Files
+	// Secrets is the write-only secret store (credentials/secrets.key).
+	Secrets *secrets.Store
+	// Costs is LLM cost governance, the Router's admission gate.
+	Costs *costs.Controller
+	// Events is the event stream (events table + in-process fan-out).
+	Events *events.Bus
+	// TaskRuns starts and cancels workboard task runs (TaskRun workflows).
+	TaskRuns *workflows.TaskRuns
+	// Webhooks runs inbound webhooks (POST /webhooks/{agent_id}).
+	Webhooks *webhook.Service
+	// Channels is the webhook channel adapter; Deliveries queues outbound
+	// messages as Delivery workflows.
+	Channels   *delivery.Channels
+	Deliveries *delivery.Service
+	// Schedules keeps the cron agents' Temporal Schedules in sync.
+	Schedules *schedules.Manager
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -50,7 +76,62 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	go s.Agents.Watch(bg, AgentWatchInterval)
 	s.Toolbox = agent.NewToolbox(SSRFPolicy(&cfg.Config), cfg.Runtime.ToolTimeout)
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
+	if s.Costs, err = NewCosts(ctx, g, s.Agents, log); err != nil {
+		cancel()
+		return nil, err
+	}
+	s.Router.SetGate(s.Costs)
+	go s.Costs.RunReaper(bg)
+	s.AgentFiles = agent.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
+	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())
+	s.addWorkboard()
+	if err := s.addDelivery(bg); err != nil {
+		cancel()
+		return nil, err
+	}
 	return s, nil
+}
+
+// addDelivery wires webhooks in and out: the inbound webhook trigger, the
+// webhook channel and the Delivery workflow, scheduled agents (Temporal
+// Schedules synced now, on every agent reload and every minute) and the
+// event hooks.
+func (s *Services) addDelivery(bg context.Context) error {
+	cfg, g := s.gw.Config, s.gw
+	retry, err := delivery.RetryFromConfig(&cfg.Config)
+	if err != nil {
+		return err
+	}
+	policy := SSRFPolicy(&cfg.Config)
+	hooks, err := delivery.ParseHooks(cfg.Hooks, policy)
+	if err != nil {
+		return err
+	}
+	s.Webhooks = &webhook.Service{Chat: s.Chat, Agents: s.Agents, Store: g.Store}
+	s.Channels = &delivery.Channels{Config: &cfg.Config, Store: g.Store, Secrets: s.Secrets, Policy: policy}
+	s.Deliveries = &delivery.Service{Temporal: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Store: g.Store, Channels: s.Channels, Retry: retry}
+	s.worker.Add(workflows.RegisterDelivery(&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels,
+		Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log}))
+	s.worker.Add(workflows.RegisterScheduled(&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store,
+		Channels: s.Channels, Retry: retry}))
+	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
+	s.Agents.OnChange(s.Schedules.Notify)
+	go s.Schedules.Run(bg)
+	if len(hooks) > 0 {
+		(&delivery.Hooks{Hooks: hooks, Events: s.Events, Store: g.Store, Deliveries: s.Deliveries, Log: s.log}).Run(bg)
+	}
+	return nil
+}
+
+// addWorkboard wires the event stream, task runs and the TaskRun worker
+// registration.
+func (s *Services) addWorkboard() {
+	cfg, g := s.gw.Config, s.gw
+	s.Events = events.New(g.Store, s.log)
+	s.TaskRuns = &workflows.TaskRuns{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Config: cfg,
+		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue}
+	s.worker.Add(workflows.RegisterTaskRun(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
+		Events: s.Events, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root}))
 }
 
 // NewRouter builds the LLM router from llm.providers. API keys come from the
@@ -85,10 +166,58 @@ func SSRFPolicy(cfg *config.Config) netguard.Policy {
 
 // Features are the API route groups.
 func (s *Services) Features() []api.Feature {
-	return []api.Feature{
+	fs := []api.Feature{
 		&api.AgentsFeature{Agents: s.Agents},
 		&api.ChatFeature{Chat: s.Chat},
+		&api.ConfigFeature{Config: s.gw.Config},
+		&api.CostsFeature{Costs: s.Costs},
+		&api.WorkboardFeature{Enabled: s.gw.Config.Workboard.Enabled, Store: s.gw.Store, Runs: s.TaskRuns, Events: s.Events,
+			ArtifactsDir: s.gw.Config.Workspace.ArtifactsDir(), Logger: s.log},
+		&api.EventsFeature{Bus: s.Events},
+		&api.WebhooksFeature{Webhooks: s.Webhooks},
+		&api.ChannelsFeature{Channels: s.Channels, Deliveries: s.Deliveries, Store: s.gw.Store},
+		&api.SchedulesFeature{Schedules: s.Schedules},
 	}
+	fs = append(fs, s.adminFeatures()...)
+	return fs
+}
+
+// adminFeatures are the routes behind the agentry client's agent, memory,
+// secret, log and doctor commands.
+func (s *Services) adminFeatures() []api.Feature {
+	fs := []api.Feature{
+		&api.AgentAdminFeature{Files: s.AgentFiles, Chat: s.Chat},
+		&api.MemoryFeature{Store: s.gw.Store},
+		&api.SecretsFeature{Secrets: s.Secrets},
+		&api.DiagnosticsFeature{Router: s.Router},
+	}
+	if s.gw.Logs != nil {
+		fs = append(fs, &api.LogsFeature{Logs: s.gw.Logs})
+	}
+	return fs
+}
+
+// NewCosts builds cost governance over the store, with the agents'
+// allowlists and classification; budget alerts go to the log and the
+// events table (type cost.budget_alert).
+func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, log *slog.Logger) (*costs.Controller, error) {
+	bus := events.New(g.Store, log)
+	return costs.New(ctx, costs.Options{
+		Config: &g.Config.Config, Store: g.Store, Logger: log,
+		Agents: func(id string) (costs.AgentPolicy, bool) {
+			d, ok := agents.Get(id)
+			if !ok {
+				return costs.AgentPolicy{}, false
+			}
+			return costs.AgentPolicy{Provider: d.LLM.Provider, Model: d.LLM.Model, AllowedProviders: d.LLM.AllowedProviders,
+				AllowedModels: d.LLM.AllowedModels, DataClassification: d.LLM.DataClassification}, true
+		},
+		OnAlert: func(ctx context.Context, a costs.Alert) {
+			if _, err := bus.Publish(ctx, a.Event()); err != nil {
+				log.Warn("publish cost budget alert", "err", err)
+			}
+		},
+	})
 }
 
 // Worker is the in-process worker; features add registrations before start.
@@ -102,5 +231,8 @@ func (s *Services) Stop() {
 	s.cancel()
 	if s.worker != nil {
 		s.worker.Stop()
+	}
+	if s.Costs != nil {
+		s.Costs.Close()
 	}
 }
