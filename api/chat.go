@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -58,10 +59,15 @@ func (f *ChatFeature) chat(c *fiber.Ctx) error {
 }
 
 // stream answers text/event-stream: `data: <chunk>` lines as the provider
-// produces text, then `data: [DONE]`. Bad requests are refused with a JSON
-// 4xx before the stream starts. A failure mid-stream sends an `event: error`
-// frame with the envelope, then [DONE]. A client that disconnects cancels
-// the provider call (the write fails and the run's context is cancelled).
+// produces text, then `event: done` with the ids and `data: [DONE]`.
+//
+// The response is committed only when the first text arrives (or the run
+// ends): everything that fails before that — bad input, an unknown agent,
+// a cost rejection (402/403/409/429/503), an unreachable provider — is
+// answered with its HTTP status and the JSON envelope, like POST /chat. A
+// failure after the stream started sends an `event: error` frame, then
+// [DONE]. A client that disconnects cancels the provider call (the write
+// fails and the run's context is cancelled).
 func (f *ChatFeature) stream(c *fiber.Ctx) error {
 	var b chatBody
 	if err := decodeJSON(c, &b); err != nil {
@@ -72,35 +78,32 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 	if _, _, err := f.Chat.Prepare(ctx, &req); err != nil {
 		return err
 	}
-	// fasthttp runs the writer after the handler returns: keep what it needs.
-	ctx = auth.WithPrincipal(context.WithoutCancel(ctx), auth.FromContext(ctx))
+	// The run outlives this handler (fasthttp runs the body writer after it
+	// returns): detach it from the request, keeping the caller.
+	runCtx, cancel := context.WithCancel(auth.WithPrincipal(context.WithoutCancel(ctx), auth.FromContext(ctx)))
+	run := startStreamRun(runCtx, f.Chat, req)
+	select {
+	case <-run.started:
+	case res := <-run.done:
+		if res.err != nil {
+			cancel()
+			return res.err
+		}
+		run.done <- res // a run without any text: stream just the end frames
+	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set(fiber.HeaderConnection, "keep-alive")
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		var writeErr error
-		onDelta := func(text string) error {
-			if writeErr != nil {
-				return writeErr
-			}
-			writeData(w, text)
-			if writeErr = w.Flush(); writeErr != nil {
-				cancel()
-				return fmt.Errorf("client went away: %w", writeErr)
-			}
-			return nil
+		res, ok := run.forward(w, cancel)
+		if !ok {
+			return // the client went away
 		}
-		reply, err := f.Chat.Chat(ctx, req, onDelta)
-		if writeErr != nil {
-			return
-		}
-		if err != nil {
-			e := f.MapError(err)
+		if res.err != nil {
 			frame := map[string]string{"error": "internal error"}
-			if e != nil {
+			if e := f.MapError(res.err); e != nil {
 				frame["error"] = e.Message
 				if e.Code != "" {
 					frame["code"] = e.Code
@@ -109,13 +112,78 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 			payload, _ := json.Marshal(frame)
 			fmt.Fprintf(w, "event: error\ndata: %s\n\n", payload)
 		} else {
-			ids, _ := json.Marshal(reply)
+			ids, _ := json.Marshal(res.reply)
 			fmt.Fprintf(w, "event: done\ndata: %s\n\n", ids)
 		}
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		_ = w.Flush()
 	})
 	return nil
+}
+
+// streamRun is a chat run whose text chunks flow through a channel, so the
+// handler can wait for the first one before committing the response.
+type streamRun struct {
+	deltas  chan string
+	started chan struct{} // closed at the first chunk
+	done    chan streamResult
+}
+
+type streamResult struct {
+	reply *chat.Reply
+	err   error
+}
+
+func startStreamRun(ctx context.Context, svc *chat.Service, req chat.Request) *streamRun {
+	r := &streamRun{deltas: make(chan string, 64), started: make(chan struct{}), done: make(chan streamResult, 1)}
+	var first sync.Once
+	go func() {
+		reply, err := svc.Chat(ctx, req, func(text string) error {
+			first.Do(func() { close(r.started) })
+			select {
+			case r.deltas <- text:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		r.done <- streamResult{reply, err}
+	}()
+	return r
+}
+
+// forward writes chunks as they come until the run ends; ok is false when
+// a write failed (the client disconnected; the run is cancelled).
+func (r *streamRun) forward(w *bufio.Writer, cancel context.CancelFunc) (res streamResult, ok bool) {
+	write := func(text string) bool {
+		writeData(w, text)
+		if err := w.Flush(); err != nil {
+			cancel()
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case text := <-r.deltas:
+			if !write(text) {
+				<-r.done
+				return streamResult{}, false
+			}
+		case res := <-r.done:
+			// Every chunk was queued before the run returned: flush the rest.
+			for {
+				select {
+				case text := <-r.deltas:
+					if !write(text) {
+						return streamResult{}, false
+					}
+				default:
+					return res, true
+				}
+			}
+		}
+	}
 }
 
 // writeData writes one SSE event; a chunk with newlines becomes several

@@ -431,3 +431,20 @@ func readSSE(t *testing.T, r io.Reader) (text string, named map[string][]string,
 	}
 	return b.String(), named, false
 }
+
+// TestChatStreamRejectionIsAnHTTPStatus: a cost rejection happens before
+// any text, so the stream answers with the status and the JSON envelope
+// instead of a 200 with an error frame.
+func TestChatStreamRejectionIsAnHTTPStatus(t *testing.T) {
+	g := startChatGateway(t, "costs: {unknown_pricing: block}\n")
+	resp := postStream(t, g, map[string]any{"agent_id": "gpt", "text": "hi"})
+	defer resp.Body.Close()
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != 403 || body["code"] != "unknown_pricing" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("%d %s %v", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if g.Fake.CallCount() != 0 {
+		t.Fatal("the provider was called")
+	}
+}

@@ -69,6 +69,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 
 	router, err := NewRouter(&cfg.Config)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	s.Router = router
@@ -76,7 +77,8 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	go s.Agents.Watch(bg, AgentWatchInterval)
 	s.Toolbox = agent.NewToolbox(SSRFPolicy(&cfg.Config), cfg.Runtime.ToolTimeout)
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
-	if s.Costs, err = NewCosts(ctx, g, s.Agents, log); err != nil {
+	s.Events = events.New(g.Store, log)
+	if s.Costs, err = NewCosts(ctx, g, s.Agents, s.Events, log); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -127,7 +129,6 @@ func (s *Services) addDelivery(bg context.Context) error {
 // registration.
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
-	s.Events = events.New(g.Store, s.log)
 	s.TaskRuns = &workflows.TaskRuns{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Config: cfg,
 		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue}
 	s.worker.Add(workflows.RegisterTaskRun(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
@@ -200,8 +201,7 @@ func (s *Services) adminFeatures() []api.Feature {
 // NewCosts builds cost governance over the store, with the agents'
 // allowlists and classification; budget alerts go to the log and the
 // events table (type cost.budget_alert).
-func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, log *slog.Logger) (*costs.Controller, error) {
-	bus := events.New(g.Store, log)
+func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, bus *events.Bus, log *slog.Logger) (*costs.Controller, error) {
 	return costs.New(ctx, costs.Options{
 		Config: &g.Config.Config, Store: g.Store, Logger: log,
 		Agents: func(id string) (costs.AgentPolicy, bool) {

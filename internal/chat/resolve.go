@@ -34,9 +34,11 @@ type Settings struct {
 	Caching     bool
 }
 
-// Resolve applies agent configuration, then overrides, then the workspace
-// and agent allowlists and the output ceiling. Overrides are evaluated
-// after the agent so they can never escape its bounds.
+// Resolve applies agent configuration, then overrides, then the output
+// ceiling. Overrides are evaluated after the agent so they can never escape
+// its bounds; the workspace and agent allowlists are enforced by the cost
+// controller at admission, for every surface, where a refused call also
+// gets its ledger row.
 func Resolve(cfg *config.Config, router *llm.Router, def *agent.Definition, ov *Overrides, who *auth.Principal) (Settings, error) {
 	s := Settings{
 		Provider:    def.LLM.Provider,
@@ -86,9 +88,6 @@ func Resolve(cfg *config.Config, router *llm.Router, def *agent.Definition, ov *
 	if s.Model == "" {
 		return s, invalid("llm.model", "agent %s has no model: set llm.model on the agent or default_model on provider %s", def.ID, s.Provider)
 	}
-	if err := checkAllowlists(cfg, def, s.Provider, s.Model); err != nil {
-		return s, err
-	}
 	if t := ov.Temperature; t != nil {
 		if *t < 0 || *t > 2 {
 			return s, invalid("overrides.temperature", "%v is outside 0..2", *t)
@@ -132,25 +131,4 @@ func Resolve(cfg *config.Config, router *llm.Router, def *agent.Definition, ov *
 	s.ToolChoice = ov.ToolChoice
 	s.Caching = pc.PromptCaching
 	return s, nil
-}
-
-// checkAllowlists applies the workspace (llm.allowed_*) and agent
-// allowlists; an empty list allows everything.
-func checkAllowlists(cfg *config.Config, def *agent.Definition, provider, model string) error {
-	deny := func(what, v, where string) error {
-		return &ForbiddenError{Code: "not_allowed", Msg: what + " " + v + " is not in " + where}
-	}
-	if l := cfg.LLM.AllowedProviders; len(l) > 0 && !slices.Contains(l, provider) {
-		return deny("provider", provider, "llm.allowed_providers")
-	}
-	if l := cfg.LLM.AllowedModels; len(l) > 0 && !slices.Contains(l, model) && !slices.Contains(l, provider+"/"+model) {
-		return deny("model", model, "llm.allowed_models")
-	}
-	if l := def.LLM.AllowedProviders; len(l) > 0 && !slices.Contains(l, provider) {
-		return deny("provider", provider, "the agent's llm.allowed_providers")
-	}
-	if l := def.LLM.AllowedModels; len(l) > 0 && !slices.Contains(l, model) && !slices.Contains(l, provider+"/"+model) {
-		return deny("model", model, "the agent's llm.allowed_models")
-	}
-	return nil
 }
