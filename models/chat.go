@@ -94,16 +94,6 @@ type LearningProposal struct {
 // ErrNotFound is returned when a looked-up row does not exist.
 var ErrNotFound = errors.New("not found")
 
-// UpsertSession creates the session or touches it.
-func (s *Store) UpsertSession(ctx context.Context, sess *ChatSession) error {
-	now := time.Now().UTC()
-	sess.CreatedAt, sess.UpdatedAt = now, now
-	return s.DB.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "id"}},
-		DoUpdates: clause.Assignments(map[string]any{"updated_at": now, "username": sess.Username}),
-	}).Create(sess).Error
-}
-
 // GetSession returns a session by id.
 func (s *Store) GetSession(ctx context.Context, id string) (*ChatSession, error) {
 	var sess ChatSession
@@ -140,7 +130,8 @@ func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentR
 			return fmt.Errorf("store session: %w", err)
 		}
 		if run != nil {
-			if err := tx.Save(run).Error; err != nil {
+			// Create, not Save: a run id is new, and Save would try an UPDATE first.
+			if err := tx.Create(run).Error; err != nil {
 				return fmt.Errorf("record run: %w", err)
 			}
 		}
@@ -148,36 +139,23 @@ func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentR
 	})
 }
 
-// AppendMessages stores messages after the session's last one, in one
-// transaction.
-func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []ChatMessage) error {
-	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return appendMessages(tx, sessionID, msgs)
-	})
-}
-
+// appendMessages numbers msgs after the session's last message and inserts
+// them, inside the caller's transaction.
 func appendMessages(tx *gorm.DB, sessionID string, msgs []ChatMessage) error {
-	{
-		var last int64
-		if err := tx.Model(&ChatMessage{}).Where("session_id = ?", sessionID).Select("COALESCE(MAX(seq), 0)").Scan(&last).Error; err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		for i := range msgs {
-			msgs[i].SessionID = sessionID
-			msgs[i].Seq = last + int64(i) + 1
-			msgs[i].CreatedAt = now
-		}
-		if len(msgs) == 0 {
-			return nil
-		}
-		return tx.Create(&msgs).Error
+	if len(msgs) == 0 {
+		return nil
 	}
-}
-
-// RecordRun inserts or completes an action-log row.
-func (s *Store) RecordRun(ctx context.Context, run *AgentRun) error {
-	return s.DB.WithContext(ctx).Save(run).Error
+	var last int64
+	if err := tx.Model(&ChatMessage{}).Where("session_id = ?", sessionID).Select("COALESCE(MAX(seq), 0)").Scan(&last).Error; err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	for i := range msgs {
+		msgs[i].SessionID = sessionID
+		msgs[i].Seq = last + int64(i) + 1
+		msgs[i].CreatedAt = now
+	}
+	return tx.Create(&msgs).Error
 }
 
 // FindRun returns the action-log row of a response.
