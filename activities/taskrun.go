@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 )
@@ -31,6 +32,10 @@ const (
 	// ErrTypeLLMRejected is a call that cannot succeed by repeating it
 	// (4xx, admission rejected by cost governance, unknown provider).
 	ErrTypeLLMRejected = "LLMCallRejected"
+	// ErrTypeCostThrottled is a cost-governance rejection that passes with
+	// time (rate limit, token quota window, provider TPM, breaker): retried
+	// after the Retry-After governance gave.
+	ErrTypeCostThrottled = "CostThrottled"
 	// ErrTypeRunGone is a run that no longer exists or already ended.
 	ErrTypeRunGone = "RunGone"
 )
@@ -159,6 +164,12 @@ func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in LLMTurnInput)
 	}
 	if llm.IsRetryable(err) {
 		return nil, temporal.NewApplicationError(err.Error(), ErrTypeProvider)
+	}
+	// A rate limit, quota window or open breaker clears with time: retry
+	// when governance says it may succeed (same call id, so one ledger row).
+	var rej *costs.Rejection
+	if errors.As(err, &rej) && rej.RetryAfter > 0 {
+		return nil, temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeCostThrottled, temporal.ApplicationErrorOptions{NextRetryDelay: rej.RetryAfter})
 	}
 	return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeLLMRejected, nil)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/models"
@@ -203,5 +204,39 @@ func TestLLMTurnClassifiesErrors(t *testing.T) {
 	}
 	if got := CallID(f.ref, 3); got != "task-1-a1-t3" {
 		t.Fatalf("call id %q", got)
+	}
+}
+
+// throttlingGate rejects every call the way cost governance rejects a call
+// that may pass later (a rate limit with Retry-After).
+type throttlingGate struct{ code string }
+
+func (g throttlingGate) Admit(context.Context, *llm.Call) (llm.Admission, error) {
+	if g.code == costs.CodeRateLimited {
+		return nil, &costs.Rejection{Code: g.code, Message: "rate limited", RetryAfter: 2 * time.Second}
+	}
+	return nil, &costs.Rejection{Code: g.code, Message: "budget exceeded"}
+}
+
+func TestLLMTurnRetriesThrottledCallsAfterRetryAfter(t *testing.T) {
+	p, err := llm.NewProvider("ollama", llm.ProviderConfig{Type: "ollama", BaseURL: "http://127.0.0.1:1", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama")
+	f := newFixture(t, router)
+	turn := func() error {
+		_, err := f.acts.TaskRunLLMTurn(context.Background(), LLMTurnInput{Run: f.ref, Turn: agent.TurnRequest{Turn: 1, Provider: "ollama",
+			Request: llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}}})
+		return err
+	}
+	var app *temporal.ApplicationError
+	router.SetGate(throttlingGate{code: costs.CodeRateLimited})
+	if err := turn(); !errors.As(err, &app) || app.Type() != ErrTypeCostThrottled || app.NonRetryable() || app.NextRetryDelay() != 2*time.Second {
+		t.Fatalf("throttled: %v", err)
+	}
+	router.SetGate(throttlingGate{code: costs.CodeBudgetExceeded})
+	if err := turn(); !errors.As(err, &app) || app.Type() != ErrTypeLLMRejected || !app.NonRetryable() {
+		t.Fatalf("budget: %v", err)
 	}
 }
