@@ -151,7 +151,7 @@ type TaskRun struct {
 	Turns        int
 	InputTokens  int64
 	OutputTokens int64
-	// CostMicros is filled by the cost controller (AddTaskRunCost).
+	// CostMicros is the ledger's settled cost of the run's LLM calls, summed when the run ends.
 	CostMicros int64
 	Reply      string
 	CreatedAt  time.Time
@@ -826,13 +826,21 @@ func (s *Store) FinishRun(ctx context.Context, o RunOutcome) (run *TaskRun, appl
 			return nil
 		}
 		now := time.Now().UTC()
+		// The run's cost is what the ledger settled for its LLM calls: set
+		// from the sum (not added), so recording an outcome is idempotent.
+		var cost int64
+		if err := tx.Model(&LedgerEntry{}).Where("run_id = ?", TaskRunLedgerID(run.ID)).
+			Select("COALESCE(SUM(cost_micros), 0)").Scan(&cost).Error; err != nil {
+			return fmt.Errorf("finish run %d: cost: %w", run.ID, err)
+		}
+		run.CostMicros = cost
 		run.Status, run.Error, run.Reply, run.StopReason = o.Status, o.Error, o.Reply, o.StopReason
 		run.Turns, run.InputTokens, run.OutputTokens = o.Turns, o.InputTokens, o.OutputTokens
 		run.FinishedAt, run.ActiveTaskID, run.UpdatedAt = &now, nil, now
 		if err := tx.Model(&TaskRun{}).Where("id = ?", run.ID).Updates(map[string]any{
 			"status": run.Status, "error": run.Error, "reply": run.Reply, "stop_reason": run.StopReason,
 			"turns": run.Turns, "input_tokens": run.InputTokens, "output_tokens": run.OutputTokens,
-			"finished_at": now, "active_task_id": nil, "updated_at": now,
+			"finished_at": now, "active_task_id": nil, "updated_at": now, "cost_micros": cost,
 		}).Error; err != nil {
 			return fmt.Errorf("finish run %d: %w", run.ID, err)
 		}
@@ -848,7 +856,7 @@ func (s *Store) FinishRun(ctx context.Context, o RunOutcome) (run *TaskRun, appl
 		payload := map[string]any{
 			"status": run.Status, "task_status": taskStatus, "workflow_id": run.WorkflowID,
 			"turns": run.Turns, "input_tokens": run.InputTokens, "output_tokens": run.OutputTokens,
-			"artifacts": artifacts,
+			"artifacts": artifacts, "cost_micros": cost,
 		}
 		if run.StartedAt != nil {
 			payload["duration_ms"] = now.Sub(*run.StartedAt).Milliseconds()
@@ -877,17 +885,6 @@ func (s *Store) FinishRun(ctx context.Context, o RunOutcome) (run *TaskRun, appl
 		return nil, false, err
 	}
 	return run, applied, nil
-}
-
-// AddTaskRunCost adds to the cost of a run (for the cost controller, which
-// settles each LLM call of the run; see TaskRunLedgerID).
-func (s *Store) AddTaskRunCost(ctx context.Context, runID, micros int64) error {
-	err := s.DB.WithContext(ctx).Model(&TaskRun{}).Where("id = ?", runID).
-		Update("cost_micros", gorm.Expr("cost_micros + ?", micros)).Error
-	if err != nil {
-		return fmt.Errorf("add cost to run %d: %w", runID, err)
-	}
-	return nil
 }
 
 // TaskRunLedgerID is the llm.CallMeta.RunID of the LLM calls of a task run.

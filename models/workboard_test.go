@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -268,6 +269,16 @@ func TestRunLifecycle(t *testing.T) {
 			t.Fatalf("artifacts %d/%d %v", len(arts), total, err)
 		}
 
+		// Two settled LLM calls of this run in the ledger, one of another run.
+		for i, c := range []struct {
+			run   int64
+			micro int64
+		}{{run.ID, 1000}, {run.ID, 500}, {run.ID + 100, 7}} {
+			if err := s.DB.Create(&LedgerEntry{CallID: fmt.Sprintf("call-%d", i), RunID: TaskRunLedgerID(c.run), Source: "task",
+				Outcome: OutcomeSucceeded, CostMicros: c.micro}).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
 		out := RunOutcome{RunID: run.ID, Status: RunFinished, Reply: "done", Turns: 2, InputTokens: 10, OutputTokens: 4, StopReason: "finished"}
 		fin, applied, err := s.FinishRun(ctx, out)
 		if err != nil || !applied || fin.Status != RunFinished || fin.FinishedAt == nil {
@@ -285,9 +296,6 @@ func TestRunLifecycle(t *testing.T) {
 		}
 		if _, err := s.MarkRunStarted(ctx, run.ID); !errors.Is(err, ErrRunNotActive) {
 			t.Fatalf("start after finish: %v", err)
-		}
-		if err := s.AddTaskRunCost(ctx, run.ID, 1500); err != nil {
-			t.Fatal(err)
 		}
 
 		// The next run gets attempt 2; history is newest first.
