@@ -88,10 +88,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		Logger:               &slogLogger{log: log},
 		DisableAutomaticPing: true, // we ping with the caller's context below
 		NowFunc:              func() time.Time { return time.Now().UTC() },
-		// A single INSERT/UPDATE is atomic on its own; GORM's default wrapping
-		// of each one in BEGIN/COMMIT only adds round trips (and, on SQLite,
-		// write-lock acquisitions). Multi-statement work uses Transaction.
-		SkipDefaultTransaction: true,
 	}
 	var db *gorm.DB
 	switch driver {
