@@ -48,15 +48,26 @@ func ownSchedules(t *testing.T, c client.Client, prefix string) []string {
 }
 
 func scheduleExists(t *testing.T, c client.Client, id string) bool {
-	_, err := c.ScheduleClient().GetHandle(context.Background(), id).Describe(context.Background())
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return false
+	// The shared embedded Temporal can be slow under -race on 2 cores: a
+	// describe that times out is asked again rather than failing the test.
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = c.ScheduleClient().GetHandle(ctx, id).Describe(ctx)
+		cancel()
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "deadline exceeded") {
+			break
+		}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return true
+	t.Fatal(err)
+	return false
 }
 
 // deleteScheduleAfter removes a schedule from the shared Temporal at the
