@@ -87,7 +87,7 @@ func (f *ConfigFeature) patch(c *fiber.Ctx) error {
 		return badRequest("%v", err)
 	}
 	if len(changed) > 0 {
-		if err := config.WriteFileAtomic(path, next); err != nil {
+		if err := config.WriteFileAtomic(path, next, 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 	}

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentryhq/agentry/internal/config"
 )
 
 // editYAMLFile changes a YAML file through its node tree, so keys, order
@@ -59,34 +60,8 @@ func editYAMLFileChecked(path string, edit func(root *yaml.Node) error, check fu
 			return err
 		}
 	}
-	return writeFileAtomic(path, []byte(b.String()), mode)
-}
-
-// writeFileAtomic writes to a temporary file beside path and renames it.
-func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := config.WriteFileAtomic(path, []byte(b.String()), mode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(f.Name(), mode)
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
 	}
 	return nil
 }

@@ -101,9 +101,10 @@ func setPath(m *yaml.Node, parts []string, val *yaml.Node) (bool, error) {
 	return true, nil
 }
 
-// WriteFileAtomic replaces path with data (temp file + rename), mode 0600
-// since the file may hold secrets.
-func WriteFileAtomic(path string, data []byte) error {
+// WriteFileAtomic replaces path with data (temp file beside it, synced,
+// renamed), so a reader never sees half a file. config.yaml is written with
+// mode 0600 since it may hold secrets.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func WriteFileAtomic(path string, data []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return err
 	}
