@@ -7,7 +7,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Packages whose tests use goroutines run with the race detector; the
 # embedded Temporal server's own package is slow under -race and is not ours
 # to race-check, so it runs without.
-NORACE   := ./dev/temporalserver/...
+NORACE   := ./internal/temporalserver/...
 
 .PHONY: run test build build-slim vet fmt bench load clean
 
@@ -27,7 +27,7 @@ vet:
 	$(GO) vet ./...
 
 test: vet
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /dev/temporalserver)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /internal/temporalserver)
 	$(GO) test -count=1 -timeout 10m $(NORACE)
 
 fmt:

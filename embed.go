@@ -7,7 +7,7 @@ import _ "embed"
 
 // TemporalYAML is temporal.yaml from the repository root: the defaults of the
 // embedded Temporal server (namespace, retention, ports, search attributes,
-// dynamic config). Parse it with dev/temporalserver/temporaldefaults.
+// dynamic config). Parse it with internal/temporalserver/temporaldefaults.
 //
 //go:embed temporal.yaml
 var TemporalYAML []byte

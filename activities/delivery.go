@@ -10,12 +10,13 @@ import (
 
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // Targets resolves where a message goes at attempt time (the webhook
 // channel adapter, *delivery.Channels).
 type Targets interface {
-	Target(ctx context.Context, msg delivery.Message) (delivery.Target, error)
+	Target(ctx context.Context, msg workflows.DeliveryInput) (delivery.Target, error)
 }
 
 // DeliveryActivities are the activities of the Delivery workflow.
@@ -26,26 +27,13 @@ type DeliveryActivities struct {
 	Log     *slog.Logger
 }
 
-// DeliveryAttemptResult is a successful attempt.
-type DeliveryAttemptResult struct {
-	Attempt    int `json:"attempt"`
-	StatusCode int `json:"status_code"`
-}
-
-// DeliveryFinishInput is the final outcome of a delivery.
-type DeliveryFinishInput struct {
-	DeliveryID string `json:"delivery_id"`
-	Status     string `json:"status"`
-	Error      string `json:"error,omitempty"`
-}
-
 // DeliveryAttempt makes one HTTP attempt of a delivery and records it.
 // The destination is resolved now (secrets never enter workflow history).
 // A 2xx answer returns; 5xx, 429 and network errors return a retryable
 // error (honouring Retry-After through NextRetryDelay); other 4xx answers,
 // refused destinations and disabled channels return a non-retryable one
-// (type delivery.ErrTypeRejected).
-func (a *DeliveryActivities) DeliveryAttempt(ctx context.Context, msg delivery.Message) (*DeliveryAttemptResult, error) {
+// (type workflows.ErrTypeDeliveryRejected).
+func (a *DeliveryActivities) DeliveryAttempt(ctx context.Context, msg workflows.DeliveryInput) (*workflows.DeliveryAttemptResult, error) {
 	info := activity.GetInfo(ctx)
 	attempt := int(info.Attempt)
 	ident := models.Delivery{ID: msg.DeliveryID, Channel: msg.Channel, Source: msg.Source, AgentID: msg.AgentID, WorkflowID: info.WorkflowExecution.ID}
@@ -53,10 +41,10 @@ func (a *DeliveryActivities) DeliveryAttempt(ctx context.Context, msg delivery.M
 	if err != nil {
 		var perm *delivery.PermanentError
 		if !errors.As(err, &perm) {
-			return nil, temporal.NewApplicationError(err.Error(), delivery.ErrTypeFailed)
+			return nil, temporal.NewApplicationError(err.Error(), workflows.ErrTypeDeliveryAttemptFailed)
 		}
 		a.record(ctx, models.AttemptRecord{Delivery: ident, Attempt: attempt, Error: err.Error(), Final: true})
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), delivery.ErrTypeRejected, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeDeliveryRejected, nil)
 	}
 	ident.Target = delivery.DisplayURL(target.URL)
 	res := a.Sender.Send(ctx, target, msg.DeliveryID, []byte(msg.Body))
@@ -68,9 +56,9 @@ func (a *DeliveryActivities) DeliveryAttempt(ctx context.Context, msg delivery.M
 	a.record(ctx, rec)
 	switch {
 	case res.Err == nil:
-		return &DeliveryAttemptResult{Attempt: attempt, StatusCode: res.StatusCode}, nil
+		return &workflows.DeliveryAttemptResult{Attempt: attempt, StatusCode: res.StatusCode}, nil
 	case !res.Retryable:
-		return nil, temporal.NewNonRetryableApplicationError(res.Err.Error(), delivery.ErrTypeRejected, nil, res.StatusCode)
+		return nil, temporal.NewNonRetryableApplicationError(res.Err.Error(), workflows.ErrTypeDeliveryRejected, nil, res.StatusCode)
 	default:
 		opts := temporal.ApplicationErrorOptions{Details: []any{res.StatusCode}}
 		if d := res.RetryAfter; d > 0 {
@@ -79,7 +67,7 @@ func (a *DeliveryActivities) DeliveryAttempt(ctx context.Context, msg delivery.M
 			}
 			opts.NextRetryDelay = d
 		}
-		return nil, temporal.NewApplicationErrorWithOptions(res.Err.Error(), delivery.ErrTypeFailed, opts)
+		return nil, temporal.NewApplicationErrorWithOptions(res.Err.Error(), workflows.ErrTypeDeliveryAttemptFailed, opts)
 	}
 }
 
@@ -92,6 +80,6 @@ func (a *DeliveryActivities) record(ctx context.Context, r models.AttemptRecord)
 }
 
 // DeliveryFinish records the final outcome once retries have ended.
-func (a *DeliveryActivities) DeliveryFinish(ctx context.Context, in DeliveryFinishInput) error {
+func (a *DeliveryActivities) DeliveryFinish(ctx context.Context, in workflows.DeliveryFinishInput) error {
 	return a.Store.FinishDelivery(ctx, in.DeliveryID, in.Status, in.Error)
 }

@@ -17,39 +17,23 @@ import (
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/llm"
-	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
+
+// Agents is the agent registry (*agent.Registry).
+type Agents interface {
+	Get(id string) (*agent.Definition, bool)
+}
 
 // ScheduledActivities are the activities of the ScheduledAgent workflow.
 type ScheduledActivities struct {
 	Chat     *chat.Service
-	Agents   schedules.Agents
+	Agents   Agents
 	Store    *models.Store
 	Channels *delivery.Channels
 	// Retry is runtime.delivery, copied into the messages it creates.
-	Retry delivery.Retry
-}
-
-// ScheduledRunResult is the outcome of a firing's agent run; Delivery is
-// the message to hand to the Delivery workflow (nil: nothing to deliver).
-type ScheduledRunResult struct {
-	Status      string            `json:"status"`
-	Error       string            `json:"error,omitempty"`
-	Code        string            `json:"code,omitempty"`
-	SessionID   string            `json:"session_id,omitempty"`
-	RunID       string            `json:"run_id,omitempty"`
-	Delivery    *delivery.Message `json:"delivery,omitempty"`
-	Destination string            `json:"destination,omitempty"`
-}
-
-// ScheduledRecordInput changes a firing's record after the run.
-type ScheduledRecordInput struct {
-	WorkflowID string `json:"workflow_id"`
-	AgentID    string `json:"agent_id"`
-	Trigger    string `json:"trigger"`
-	Status     string `json:"status"`
-	Error      string `json:"error,omitempty"`
+	Retry workflows.DeliveryRetry
 }
 
 // ScheduledSubject is the ledger subject of a scheduled agent's calls.
@@ -62,7 +46,7 @@ func ScheduledSubject(agentID string) string { return "schedule:" + agentID }
 // reason — when the agent is gone or disabled, its output channel cannot
 // take the reply, or cost admission refuses the call. The workflow runs it
 // once (no retries): a repeat could pay for the same firing twice.
-func (a *ScheduledActivities) ScheduledAgentRun(ctx context.Context, in schedules.FiringInput) (*ScheduledRunResult, error) {
+func (a *ScheduledActivities) ScheduledAgentRun(ctx context.Context, in workflows.ScheduledAgentInput) (*workflows.ScheduledRunResult, error) {
 	wid := activity.GetInfo(ctx).WorkflowExecution.ID
 	rec := &models.ScheduleRun{WorkflowID: wid, AgentID: in.AgentID, Trigger: in.Trigger, Status: models.ScheduleRunRunning,
 		StartedAt: time.Now().UTC()}
@@ -81,9 +65,9 @@ func (a *ScheduledActivities) ScheduledAgentRun(ctx context.Context, in schedule
 	return res, nil
 }
 
-func (a *ScheduledActivities) run(ctx context.Context, in schedules.FiringInput, rec *models.ScheduleRun) *ScheduledRunResult {
-	skip := func(format string, args ...any) *ScheduledRunResult {
-		return &ScheduledRunResult{Status: models.ScheduleRunSkipped, Error: fmt.Sprintf(format, args...)}
+func (a *ScheduledActivities) run(ctx context.Context, in workflows.ScheduledAgentInput, rec *models.ScheduleRun) *workflows.ScheduledRunResult {
+	skip := func(format string, args ...any) *workflows.ScheduledRunResult {
+		return &workflows.ScheduledRunResult{Status: models.ScheduleRunSkipped, Error: fmt.Sprintf(format, args...)}
 	}
 	def, ok := a.Agents.Get(in.AgentID)
 	switch {
@@ -117,9 +101,9 @@ func (a *ScheduledActivities) run(ctx context.Context, in schedules.FiringInput,
 		if errors.Is(err, chat.ErrAgentDisabled) || errors.Is(err, chat.ErrAgentNotFound) {
 			return skip("%v", err)
 		}
-		return &ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error(), SessionID: sessionID}
+		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error(), SessionID: sessionID}
 	}
-	res := &ScheduledRunResult{Status: models.ScheduleRunSucceeded, SessionID: reply.SessionID, RunID: reply.RunID}
+	res := &workflows.ScheduledRunResult{Status: models.ScheduleRunSucceeded, SessionID: reply.SessionID, RunID: reply.RunID}
 	if out.Channel == "" {
 		return res
 	}
@@ -127,15 +111,15 @@ func (a *ScheduledActivities) run(ctx context.Context, in schedules.FiringInput,
 	body, err := json.Marshal(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply.Reply, To: out.To,
 		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: reply.SessionID, RunID: reply.RunID, CreatedAt: time.Now().UTC()})
 	if err != nil {
-		return &ScheduledRunResult{Status: models.ScheduleRunFailed, Error: "encode the reply: " + err.Error()}
+		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: "encode the reply: " + err.Error()}
 	}
-	res.Delivery = &delivery.Message{DeliveryID: id, Channel: out.Channel, To: out.To, Body: string(body), Source: delivery.SourceSchedule,
+	res.Delivery = &workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: out.Channel, To: out.To, Body: string(body), Source: delivery.SourceSchedule,
 		AgentID: def.ID, Retry: a.Retry.WithDefaults()}
 	res.Destination = delivery.DisplayURL(dest)
 	d := &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceSchedule, AgentID: def.ID, Target: res.Destination,
-		WorkflowID: delivery.WorkflowID(id)}
+		WorkflowID: workflows.DeliveryWorkflowID(id)}
 	if err := a.Store.CreateDelivery(context.WithoutCancel(ctx), d); err != nil {
-		return &ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error()}
+		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error()}
 	}
 	return res
 }
@@ -151,7 +135,7 @@ func prompt(def *agent.Definition, at time.Time) string {
 
 // ScheduledAgentRecord sets a firing's final status (the Delivery workflow
 // could not be started, or the run activity itself failed).
-func (a *ScheduledActivities) ScheduledAgentRecord(ctx context.Context, in ScheduledRecordInput) error {
+func (a *ScheduledActivities) ScheduledAgentRecord(ctx context.Context, in workflows.ScheduledRecordInput) error {
 	return a.Store.FinishScheduleRun(ctx, models.ScheduleRun{WorkflowID: in.WorkflowID, AgentID: in.AgentID, Trigger: in.Trigger,
 		Status: in.Status, Error: in.Error})
 }

@@ -21,23 +21,7 @@ import (
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
-)
-
-// Error types of the task-run activities. The workflow's retry policies
-// name the non-retryable ones.
-const (
-	// ErrTypeProvider is a provider failure worth retrying (429, 5xx,
-	// network): the activity is retried with backoff.
-	ErrTypeProvider = "ProviderError"
-	// ErrTypeLLMRejected is a call that cannot succeed by repeating it
-	// (4xx, admission rejected by cost governance, unknown provider).
-	ErrTypeLLMRejected = "LLMCallRejected"
-	// ErrTypeCostThrottled is a cost-governance rejection that passes with
-	// time (rate limit, token quota window, provider TPM, breaker): retried
-	// after the Retry-After governance gave.
-	ErrTypeCostThrottled = "CostThrottled"
-	// ErrTypeRunGone is a run that no longer exists or already ended.
-	ErrTypeRunGone = "RunGone"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // DefaultHeartbeatInterval is how often long activities heartbeat. The
@@ -65,37 +49,10 @@ type TaskRunActivities struct {
 	HeartbeatInterval time.Duration
 }
 
-// RunRef identifies the run an activity works for.
-type RunRef struct {
-	TaskID     int64  `json:"task_id"`
-	RunID      int64  `json:"run_id"`
-	Attempt    int    `json:"attempt"`
-	AgentID    string `json:"agent_id"`
-	WorkflowID string `json:"workflow_id"`
-	Trigger    string `json:"trigger"`
-	// Subject is who started the run (ledger attribution).
-	Subject            string `json:"subject"`
-	DataClassification string `json:"data_classification,omitempty"`
-}
-
-// LLMTurnInput is one LLM turn of a run.
-type LLMTurnInput struct {
-	Run  RunRef            `json:"run"`
-	Turn agent.TurnRequest `json:"turn"`
-}
-
-// ToolInput is one tool call of a run.
-type ToolInput struct {
-	Run        RunRef               `json:"run"`
-	Invocation agent.ToolInvocation `json:"invocation"`
-	// Builtins are the tools the agent may use.
-	Builtins []string `json:"builtins"`
-}
-
 // CallID is the durable id of a run's LLM call for one turn: built from
 // the workflow id, the attempt and the turn, so a retried activity repeats
 // the same id and the ledger counts the call once.
-func CallID(ref RunRef, turn int) string {
+func CallID(ref workflows.RunRef, turn int) string {
 	return fmt.Sprintf("%s-a%d-t%d", ref.WorkflowID, ref.Attempt, turn)
 }
 
@@ -105,10 +62,10 @@ func RunDir(artifactsDir string, taskID, runID int64) string {
 }
 
 // TaskRunStart marks the run running (task running, run.started event).
-func (a *TaskRunActivities) TaskRunStart(ctx context.Context, ref RunRef) error {
+func (a *TaskRunActivities) TaskRunStart(ctx context.Context, ref workflows.RunRef) error {
 	_, err := a.Store.MarkRunStarted(ctx, ref.RunID)
 	if errors.Is(err, models.ErrNotFound) || errors.Is(err, models.ErrRunNotActive) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRunGone, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("start run %d: %w", ref.RunID, err)
@@ -122,7 +79,7 @@ func (a *TaskRunActivities) TaskRunStart(ctx context.Context, ref RunRef) error 
 func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutcome) error {
 	_, applied, err := a.Store.FinishRun(ctx, o)
 	if errors.Is(err, models.ErrNotFound) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRunGone, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", o.RunID, err)
@@ -135,7 +92,7 @@ func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutco
 
 // TaskRunLLMTurn makes one LLM call through the router (admission and
 // settlement included) with a stable call id.
-func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in LLMTurnInput) (*llm.Response, error) {
+func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
 	ref := in.Run
@@ -163,21 +120,21 @@ func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in LLMTurnInput)
 		return nil, ctx.Err() // cancelled or timed out by Temporal
 	}
 	if llm.IsRetryable(err) {
-		return nil, temporal.NewApplicationError(err.Error(), ErrTypeProvider)
+		return nil, temporal.NewApplicationError(err.Error(), workflows.ErrTypeProvider)
 	}
 	// A rate limit, quota window or open breaker clears with time: retry
 	// when governance says it may succeed (same call id, so one ledger row).
 	var rej *costs.Rejection
 	if errors.As(err, &rej) && rej.RetryAfter > 0 {
-		return nil, temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeCostThrottled, temporal.ApplicationErrorOptions{NextRetryDelay: rej.RetryAfter})
+		return nil, temporal.NewApplicationErrorWithOptions(err.Error(), workflows.ErrTypeCostThrottled, temporal.ApplicationErrorOptions{NextRetryDelay: rej.RetryAfter})
 	}
-	return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeLLMRejected, nil)
+	return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeLLMRejected, nil)
 }
 
 // TaskRunTool runs one tool call in the run's work directory and attaches
 // the files it wrote to the task (artifact record + run.artifact event,
 // once per tool call even when this activity is retried).
-func (a *TaskRunActivities) TaskRunTool(ctx context.Context, in ToolInput) (agent.ToolResult, error) {
+func (a *TaskRunActivities) TaskRunTool(ctx context.Context, in workflows.ToolInput) (agent.ToolResult, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
 	ref := in.Run
@@ -203,7 +160,7 @@ func (a *TaskRunActivities) TaskRunTool(ctx context.Context, in ToolInput) (agen
 	return res, nil
 }
 
-func (a *TaskRunActivities) recordArtifact(ctx context.Context, ref RunRef, dir string, inv agent.ToolInvocation, f agent.ProducedFile) (bool, error) {
+func (a *TaskRunActivities) recordArtifact(ctx context.Context, ref workflows.RunRef, dir string, inv agent.ToolInvocation, f agent.ProducedFile) (bool, error) {
 	area, err := filepath.EvalSymlinks(a.ArtifactsDir)
 	if err != nil {
 		return false, fmt.Errorf("artifact area: %w", err)
@@ -216,7 +173,7 @@ func (a *TaskRunActivities) recordArtifact(ctx context.Context, ref RunRef, dir 
 		// The toolbox confines writes to the work directory, so this is
 		// a bug or a race with a symlink: never record such a path.
 		return false, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("tool %s wrote %s, outside the artifact area", f.Tool, f.Path), "ArtifactOutsideArea", nil)
+			fmt.Sprintf("tool %s wrote %s, outside the artifact area", f.Tool, f.Path), workflows.ErrTypeArtifactOutsideArea, nil)
 	}
 	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -235,7 +192,7 @@ func (a *TaskRunActivities) recordArtifact(ctx context.Context, ref RunRef, dir 
 		DedupeKey: fmt.Sprintf("run.artifact:%d:t%d:%s:%s", ref.RunID, inv.Turn, inv.Call.ID, path),
 	})
 	if errors.Is(err, models.ErrNotFound) {
-		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRunGone, nil)
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)
 	}
 	if err != nil {
 		return false, fmt.Errorf("record artifact %s: %w", name, err)

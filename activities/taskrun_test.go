@@ -19,6 +19,7 @@ import (
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 type countingNotifier struct{ n atomic.Int64 }
@@ -31,7 +32,7 @@ type fixture struct {
 	acts  *TaskRunActivities
 	store *models.Store
 	note  *countingNotifier
-	ref   RunRef
+	ref   workflows.RunRef
 }
 
 func newFixture(t *testing.T, router *llm.Router) *fixture {
@@ -59,7 +60,7 @@ func newFixture(t *testing.T, router *llm.Router) *fixture {
 		acts: &TaskRunActivities{Store: store, Router: router, Toolbox: agent.NewToolbox(netguard.Policy{}, 5*time.Second),
 			Events: note, ArtifactsDir: area, Workspace: dir},
 		store: store, note: note,
-		ref: RunRef{TaskID: task.ID, RunID: run.ID, Attempt: run.Attempt, AgentID: agentID, WorkflowID: "task-1", Trigger: "api"},
+		ref: workflows.RunRef{TaskID: task.ID, RunID: run.ID, Attempt: run.Attempt, AgentID: agentID, WorkflowID: "task-1", Trigger: "api"},
 	}
 }
 
@@ -94,7 +95,7 @@ func TestStartAndFinishAreIdempotent(t *testing.T) {
 	}
 	err := f.acts.TaskRunStart(ctx, f.ref)
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || app.Type() != ErrTypeRunGone || !app.NonRetryable() {
+	if !errors.As(err, &app) || app.Type() != workflows.ErrTypeRunGone || !app.NonRetryable() {
 		t.Fatalf("start after finish: %v", err)
 	}
 	if f.note.n.Load() == 0 {
@@ -108,7 +109,7 @@ func TestToolRecordsArtifactsOncePerCall(t *testing.T) {
 	if err := f.acts.TaskRunStart(ctx, f.ref); err != nil {
 		t.Fatal(err)
 	}
-	in := ToolInput{Run: f.ref, Builtins: []string{"write_file"}, Invocation: agent.ToolInvocation{Turn: 1,
+	in := workflows.ToolInput{Run: f.ref, Builtins: []string{"write_file"}, Invocation: agent.ToolInvocation{Turn: 1,
 		Call: llm.ToolCall{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"docs/a.md","content":"hello"}`)}}}
 	// The same call twice: a retried activity.
 	for range 2 {
@@ -187,7 +188,7 @@ func TestLLMTurnClassifiesErrors(t *testing.T) {
 	}
 	f := newFixture(t, llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"))
 	turn := func(text string) (*llm.Response, error) {
-		return f.acts.TaskRunLLMTurn(context.Background(), LLMTurnInput{Run: f.ref, Turn: agent.TurnRequest{Turn: 1, Provider: "ollama",
+		return f.acts.TaskRunLLMTurn(context.Background(), workflows.LLMTurnInput{Run: f.ref, Turn: agent.TurnRequest{Turn: 1, Provider: "ollama",
 			Request: llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: text}}}}})
 	}
 	resp, err := turn("hello")
@@ -195,11 +196,11 @@ func TestLLMTurnClassifiesErrors(t *testing.T) {
 		t.Fatalf("ok turn: %+v %v", resp, err)
 	}
 	var app *temporal.ApplicationError
-	if _, err := turn("bad"); !errors.As(err, &app) || app.Type() != ErrTypeLLMRejected || !app.NonRetryable() ||
+	if _, err := turn("bad"); !errors.As(err, &app) || app.Type() != workflows.ErrTypeLLMRejected || !app.NonRetryable() ||
 		!strings.Contains(app.Message(), "no such model") {
 		t.Fatalf("400: %v", err)
 	}
-	if _, err := turn("busy"); !errors.As(err, &app) || app.Type() != ErrTypeProvider || app.NonRetryable() {
+	if _, err := turn("busy"); !errors.As(err, &app) || app.Type() != workflows.ErrTypeProvider || app.NonRetryable() {
 		t.Fatalf("503: %v", err)
 	}
 	if got := CallID(f.ref, 3); got != "task-1-a1-t3" {
@@ -226,17 +227,17 @@ func TestLLMTurnRetriesThrottledCallsAfterRetryAfter(t *testing.T) {
 	router := llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama")
 	f := newFixture(t, router)
 	turn := func() error {
-		_, err := f.acts.TaskRunLLMTurn(context.Background(), LLMTurnInput{Run: f.ref, Turn: agent.TurnRequest{Turn: 1, Provider: "ollama",
+		_, err := f.acts.TaskRunLLMTurn(context.Background(), workflows.LLMTurnInput{Run: f.ref, Turn: agent.TurnRequest{Turn: 1, Provider: "ollama",
 			Request: llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}}})
 		return err
 	}
 	var app *temporal.ApplicationError
 	router.SetGate(throttlingGate{code: costs.CodeRateLimited})
-	if err := turn(); !errors.As(err, &app) || app.Type() != ErrTypeCostThrottled || app.NonRetryable() || app.NextRetryDelay() != 2*time.Second {
+	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeCostThrottled || app.NonRetryable() || app.NextRetryDelay() != 2*time.Second {
 		t.Fatalf("throttled: %v", err)
 	}
 	router.SetGate(throttlingGate{code: costs.CodeBudgetExceeded})
-	if err := turn(); !errors.As(err, &app) || app.Type() != ErrTypeLLMRejected || !app.NonRetryable() {
+	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeLLMRejected || !app.NonRetryable() {
 		t.Fatalf("budget: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/events"
+	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -28,7 +29,7 @@ type WorkboardFeature struct {
 	// Enabled is workboard.enabled; when false every route answers 503.
 	Enabled bool
 	Store   *models.Store
-	Runs    *workflows.TaskRuns
+	Runs    *taskruns.Service
 	Events  *events.Bus
 	// ArtifactsDir is the workspace's artifact area; downloads never
 	// leave it.
@@ -78,11 +79,11 @@ func (f *WorkboardFeature) MapError(err error) *Error {
 			e.With("run_id", conflict.RunID)
 		}
 		return e
-	case errors.Is(err, workflows.ErrTemporalUnavailable):
+	case errors.Is(err, taskruns.ErrTemporalUnavailable):
 		if f.Logger != nil {
 			f.Logger.Warn("workboard: Temporal unavailable", "err", err)
 		}
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: workflows.ErrTemporalUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: taskruns.ErrTemporalUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
 	}
 	return nil
 }

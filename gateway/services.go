@@ -20,9 +20,9 @@ import (
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/internal/secrets"
+	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/worker"
-	"github.com/agentryhq/agentry/workflows"
 )
 
 // Services are the feature services built on top of the foundation. Each
@@ -46,7 +46,7 @@ type Services struct {
 	// Events is the event stream (events table + in-process fan-out).
 	Events *events.Bus
 	// TaskRuns starts and cancels workboard task runs (TaskRun workflows).
-	TaskRuns *workflows.TaskRuns
+	TaskRuns *taskruns.Service
 	// Webhooks runs inbound webhooks (POST /webhooks/{agent_id}).
 	Webhooks *webhook.Service
 	// Channels is the webhook channel adapter; Deliveries queues outbound
@@ -112,10 +112,9 @@ func (s *Services) addDelivery(bg context.Context) error {
 	s.Webhooks = &webhook.Service{Chat: s.Chat, Agents: s.Agents, Store: g.Store}
 	s.Channels = &delivery.Channels{Config: &cfg.Config, Store: g.Store, Secrets: s.Secrets, Policy: policy}
 	s.Deliveries = &delivery.Service{Temporal: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Store: g.Store, Channels: s.Channels, Retry: retry}
-	s.worker.Add(workflows.RegisterDelivery(&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels,
-		Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log}))
-	s.worker.Add(workflows.RegisterScheduled(&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store,
-		Channels: s.Channels, Retry: retry}))
+	s.worker.AddActivities(
+		&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels, Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log},
+		&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Channels: s.Channels, Retry: retry})
 	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
 	s.Agents.OnChange(s.Schedules.Notify)
 	go s.Schedules.Run(bg)
@@ -129,10 +128,10 @@ func (s *Services) addDelivery(bg context.Context) error {
 // registration.
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
-	s.TaskRuns = &workflows.TaskRuns{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Config: cfg,
+	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Config: cfg,
 		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue}
-	s.worker.Add(workflows.RegisterTaskRun(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-		Events: s.Events, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root}))
+	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
+		Events: s.Events, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
 }
 
 // NewRouter builds the LLM router from llm.providers. API keys come from the
@@ -220,7 +219,8 @@ func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, bus *even
 	})
 }
 
-// Worker is the in-process worker; features add registrations before start.
+// Worker is the in-process worker; features add activities, registrations
+// and interceptors before start.
 func (s *Services) Worker() *worker.Worker { return s.worker }
 
 // StartWorker starts the in-process Temporal worker.

@@ -1,6 +1,12 @@
 // Package worker registers Agentry's workflows and activities on the task
-// queue. The gateway runs it in-process; `agentryd worker` runs it alone so
-// that workers can be scaled out.
+// queue and owns the worker's options. The gateway runs it in-process;
+// `agentryd worker` runs it alone so that workers can be scaled out.
+//
+// To add a workflow: write it and its contract in workflows/, add one line
+// to RegisterWorkflows (workflows.go here), and hand its activity struct to
+// Worker.AddActivities where the gateway builds the services. Replay tests
+// (workflows/replay) register through RegisterWorkflows too, so a new
+// workflow is covered once a history of it is recorded.
 package worker
 
 import (
@@ -8,36 +14,58 @@ import (
 	"log/slog"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 )
 
-// Registration adds workflows and activities to a worker.
+// Registration adds workflows or activities to a worker (for anything
+// AddActivities does not cover, such as activities under explicit names).
 type Registration func(r sdkworker.Registry)
 
 // Worker is one Temporal worker on one task queue.
 type Worker struct {
-	c         client.Client
-	taskQueue string
-	log       *slog.Logger
-	regs      []Registration
-	w         sdkworker.Worker
+	c            client.Client
+	taskQueue    string
+	log          *slog.Logger
+	activities   []any
+	regs         []Registration
+	interceptors []interceptor.WorkerInterceptor
+	w            sdkworker.Worker
 }
 
-// New prepares a worker; Add registrations before Start.
+// New prepares a worker; add activities, registrations and interceptors
+// before Start.
 func New(c client.Client, taskQueue string, log *slog.Logger) *Worker {
 	return &Worker{c: c, taskQueue: taskQueue, log: log}
 }
 
+// AddActivities queues activity structs (pointers): each exported method
+// becomes an activity named after the method, the names the workflows'
+// contracts call (workflows.Activity...).
+func (w *Worker) AddActivities(structs ...any) { w.activities = append(w.activities, structs...) }
+
 // Add queues a registration.
 func (w *Worker) Add(r Registration) { w.regs = append(w.regs, r) }
 
-// Start registers everything and starts polling. Without registrations there
-// is nothing to poll for and it does nothing.
+// AddInterceptor adds a worker interceptor (tracing, metrics, logging
+// context), applied in the order added.
+func (w *Worker) AddInterceptor(i interceptor.WorkerInterceptor) {
+	w.interceptors = append(w.interceptors, i)
+}
+
+// Options are the worker's options.
+func (w *Worker) Options() sdkworker.Options {
+	return sdkworker.Options{Interceptors: w.interceptors}
+}
+
+// Start registers every workflow, the queued activities and registrations,
+// and starts polling.
 func (w *Worker) Start() error {
-	if len(w.regs) == 0 {
-		return nil
+	w.w = sdkworker.New(w.c, w.taskQueue, w.Options())
+	RegisterWorkflows(w.w)
+	for _, a := range w.activities {
+		w.w.RegisterActivity(a)
 	}
-	w.w = sdkworker.New(w.c, w.taskQueue, sdkworker.Options{})
 	for _, r := range w.regs {
 		r(w.w)
 	}

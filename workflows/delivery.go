@@ -7,34 +7,10 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
-	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentryhq/agentry/activities"
-	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/models"
 )
-
-// ErrTypeDeliveryFailed is the failure type of a Delivery workflow whose
-// message was not delivered (the Web UI shows it failed).
-const ErrTypeDeliveryFailed = "DeliveryNotDelivered"
-
-// RegisterDelivery registers the Delivery workflow and its activities.
-func RegisterDelivery(acts *activities.DeliveryActivities) func(sdkworker.Registry) {
-	return func(r sdkworker.Registry) {
-		r.RegisterWorkflowWithOptions(Delivery, workflow.RegisterOptions{Name: delivery.WorkflowName})
-		r.RegisterActivity(acts)
-	}
-}
-
-// DeliveryResult is the outcome of a delivery.
-type DeliveryResult struct {
-	DeliveryID string `json:"delivery_id"`
-	Status     string `json:"status"`
-	Attempts   int    `json:"attempts,omitempty"`
-	StatusCode int    `json:"status_code,omitempty"`
-	Error      string `json:"error,omitempty"`
-}
 
 // Delivery sends one outbound message (webhook channel, scheduled output,
 // event hook). Each attempt is the DeliveryAttempt activity, which signs
@@ -45,7 +21,7 @@ type DeliveryResult struct {
 // destinations end the delivery at once. The final outcome is recorded
 // before the workflow ends: by the successful attempt itself, else by
 // DeliveryFinish.
-func Delivery(ctx workflow.Context, msg delivery.Message) (*DeliveryResult, error) {
+func Delivery(ctx workflow.Context, msg DeliveryInput) (*DeliveryResult, error) {
 	r := msg.Retry.WithDefaults()
 	attemptCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// The request's own timeout plus time to record the attempt.
@@ -55,13 +31,12 @@ func Delivery(ctx workflow.Context, msg delivery.Message) (*DeliveryResult, erro
 			InitialInterval:        r.InitialInterval,
 			BackoffCoefficient:     2,
 			MaximumInterval:        r.MaxInterval,
-			NonRetryableErrorTypes: []string{delivery.ErrTypeRejected},
+			NonRetryableErrorTypes: []string{ErrTypeDeliveryRejected},
 		},
 		Summary: "POST " + msg.DeliveryID,
 	})
-	var acts *activities.DeliveryActivities
-	var att activities.DeliveryAttemptResult
-	err := workflow.ExecuteActivity(attemptCtx, acts.DeliveryAttempt, msg).Get(ctx, &att)
+	var att DeliveryAttemptResult
+	err := workflow.ExecuteActivity(attemptCtx, ActivityDeliveryAttempt, msg).Get(ctx, &att)
 	res := &DeliveryResult{DeliveryID: msg.DeliveryID, Status: models.DeliveryDelivered, Attempts: att.Attempt, StatusCode: att.StatusCode}
 	if err != nil {
 		res.Status, res.Error = models.DeliveryFailed, deliveryFailure(err, r.RetryFor)
@@ -75,8 +50,8 @@ func Delivery(ctx workflow.Context, msg delivery.Message) (*DeliveryResult, erro
 		ScheduleToCloseTimeout: time.Hour,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
-	if ferr := workflow.ExecuteActivity(finishCtx, acts.DeliveryFinish,
-		activities.DeliveryFinishInput{DeliveryID: msg.DeliveryID, Status: res.Status, Error: res.Error}).Get(ctx, nil); ferr != nil {
+	if ferr := workflow.ExecuteActivity(finishCtx, ActivityDeliveryFinish,
+		DeliveryFinishInput{DeliveryID: msg.DeliveryID, Status: res.Status, Error: res.Error}).Get(ctx, nil); ferr != nil {
 		workflow.GetLogger(ctx).Warn("could not record the delivery outcome", "delivery", msg.DeliveryID, "err", ferr)
 	}
 	return res, temporal.NewNonRetryableApplicationError(res.Error, ErrTypeDeliveryFailed, nil)
@@ -96,7 +71,7 @@ func deliveryFailure(err error, window time.Duration) string {
 	var te *temporal.TimeoutError
 	var ae *temporal.ActivityError
 	if errors.As(err, &te) || (errors.As(err, &ae) && ae.RetryState() == enumspb.RETRY_STATE_TIMEOUT) ||
-		(isApp && !app.NonRetryable() && app.Type() != delivery.ErrTypeRejected) {
+		(isApp && !app.NonRetryable() && app.Type() != ErrTypeDeliveryRejected) {
 		return fmt.Sprintf("gave up after retrying for %s (runtime.delivery.retry_for); last error: %s", window, last)
 	}
 	return last

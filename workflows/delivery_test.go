@@ -1,4 +1,4 @@
-package workflows
+package workflows_test
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentryhq/agentry/activities"
-	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
-// deliveryEnv is a test environment with the Delivery activities mocked:
+// deliveryEnv is a test environment with the workflows.Delivery activities mocked:
 // attempt n answers answer(n).
 type deliveryEnv struct {
 	env  *testsuite.TestWorkflowEnvironment
@@ -27,23 +27,23 @@ type deliveryEnv struct {
 
 	mu       sync.Mutex
 	attempts []time.Duration // workflow time of each attempt since start
-	finished []activities.DeliveryFinishInput
+	finished []workflows.DeliveryFinishInput
 }
 
-func newDeliveryEnv(t *testing.T, answer func(n int) (*activities.DeliveryAttemptResult, error)) *deliveryEnv {
+func newDeliveryEnv(t *testing.T, answer func(n int) (*workflows.DeliveryAttemptResult, error)) *deliveryEnv {
 	var suite testsuite.WorkflowTestSuite
 	d := &deliveryEnv{env: suite.NewTestWorkflowEnvironment(), acts: &activities.DeliveryActivities{}}
-	d.env.RegisterWorkflowWithOptions(Delivery, workflow.RegisterOptions{Name: delivery.WorkflowName})
+	d.env.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowName})
 	d.env.RegisterActivity(d.acts)
 	start := d.env.Now()
-	d.env.OnActivity(d.acts.DeliveryAttempt, mock.Anything, mock.Anything).Return(func(context.Context, delivery.Message) (*activities.DeliveryAttemptResult, error) {
+	d.env.OnActivity(d.acts.DeliveryAttempt, mock.Anything, mock.Anything).Return(func(context.Context, workflows.DeliveryInput) (*workflows.DeliveryAttemptResult, error) {
 		d.mu.Lock()
 		d.attempts = append(d.attempts, d.env.Now().Sub(start))
 		n := len(d.attempts)
 		d.mu.Unlock()
 		return answer(n)
 	})
-	d.env.OnActivity(d.acts.DeliveryFinish, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.DeliveryFinishInput) error {
+	d.env.OnActivity(d.acts.DeliveryFinish, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.DeliveryFinishInput) error {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.finished = append(d.finished, in)
@@ -52,26 +52,26 @@ func newDeliveryEnv(t *testing.T, answer func(n int) (*activities.DeliveryAttemp
 	return d
 }
 
-func testMessage(r delivery.Retry) delivery.Message {
-	return delivery.Message{DeliveryID: "dlv_test", Channel: "webhook", Body: `{"text":"hi"}`, Source: "api", Retry: r}
+func testMessage(r workflows.DeliveryRetry) workflows.DeliveryInput {
+	return workflows.DeliveryInput{DeliveryID: "dlv_test", Channel: "webhook", Body: `{"text":"hi"}`, Source: "api", Retry: r}
 }
 
 func retryable(code int) error {
-	return temporal.NewApplicationError("receiver answered "+strconv.Itoa(code), delivery.ErrTypeFailed, code)
+	return temporal.NewApplicationError("receiver answered "+strconv.Itoa(code), workflows.ErrTypeDeliveryAttemptFailed, code)
 }
 
 func TestDeliveryRetriesUntilReceiverAnswers(t *testing.T) {
-	d := newDeliveryEnv(t, func(n int) (*activities.DeliveryAttemptResult, error) {
+	d := newDeliveryEnv(t, func(n int) (*workflows.DeliveryAttemptResult, error) {
 		if n <= 3 {
 			return nil, retryable(503)
 		}
-		return &activities.DeliveryAttemptResult{Attempt: n, StatusCode: 200}, nil
+		return &workflows.DeliveryAttemptResult{Attempt: n, StatusCode: 200}, nil
 	})
-	d.env.ExecuteWorkflow(delivery.WorkflowName, testMessage(delivery.Retry{InitialInterval: time.Second, MaxInterval: time.Minute, RetryFor: time.Hour}))
+	d.env.ExecuteWorkflow(workflows.DeliveryWorkflowName, testMessage(workflows.DeliveryRetry{InitialInterval: time.Second, MaxInterval: time.Minute, RetryFor: time.Hour}))
 	if err := d.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var res DeliveryResult
+	var res workflows.DeliveryResult
 	if err := d.env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +91,13 @@ func TestDeliveryRetriesUntilReceiverAnswers(t *testing.T) {
 }
 
 func TestDeliveryStopsAtNonRetryableAnswer(t *testing.T) {
-	d := newDeliveryEnv(t, func(int) (*activities.DeliveryAttemptResult, error) {
-		return nil, temporal.NewNonRetryableApplicationError("https://h.example/ answered 404 Not Found", delivery.ErrTypeRejected, nil, 404)
+	d := newDeliveryEnv(t, func(int) (*workflows.DeliveryAttemptResult, error) {
+		return nil, temporal.NewNonRetryableApplicationError("https://h.example/ answered 404 Not Found", workflows.ErrTypeDeliveryRejected, nil, 404)
 	})
-	d.env.ExecuteWorkflow(delivery.WorkflowName, testMessage(delivery.Retry{RetryFor: time.Hour}))
+	d.env.ExecuteWorkflow(workflows.DeliveryWorkflowName, testMessage(workflows.DeliveryRetry{RetryFor: time.Hour}))
 	err := d.env.GetWorkflowError()
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || app.Type() != ErrTypeDeliveryFailed {
+	if !errors.As(err, &app) || app.Type() != workflows.ErrTypeDeliveryFailed {
 		t.Fatalf("workflow error %v", err)
 	}
 	if len(d.attempts) != 1 || len(d.finished) != 1 || d.finished[0].Status != models.DeliveryFailed ||
@@ -107,8 +107,8 @@ func TestDeliveryStopsAtNonRetryableAnswer(t *testing.T) {
 }
 
 func TestDeliveryGivesUpAfterRetryWindow(t *testing.T) {
-	d := newDeliveryEnv(t, func(int) (*activities.DeliveryAttemptResult, error) { return nil, retryable(500) })
-	d.env.ExecuteWorkflow(delivery.WorkflowName, testMessage(delivery.Retry{InitialInterval: time.Second, MaxInterval: 10 * time.Second, RetryFor: 2 * time.Minute}))
+	d := newDeliveryEnv(t, func(int) (*workflows.DeliveryAttemptResult, error) { return nil, retryable(500) })
+	d.env.ExecuteWorkflow(workflows.DeliveryWorkflowName, testMessage(workflows.DeliveryRetry{InitialInterval: time.Second, MaxInterval: 10 * time.Second, RetryFor: 2 * time.Minute}))
 	if d.env.GetWorkflowError() == nil {
 		t.Fatal("no error")
 	}

@@ -1,6 +1,3 @@
-// Package workflows holds Agentry's Temporal workflows (deterministic code
-// only: no database, network, clocks or randomness) and, beside each, the
-// constants and client-side helpers that start and steer it.
 package workflows
 
 import (
@@ -11,73 +8,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 )
-
-// Names and limits of the TaskRun workflow.
-const (
-	// TaskRunWorkflowName is the registered workflow type.
-	TaskRunWorkflowName = "TaskRun"
-	// DefaultTaskQueue is the default of temporal.task_queue, the queue
-	// the gateway's worker polls.
-	DefaultTaskQueue = "agentry"
-	// TaskRunTimeout bounds a run (spec: 15 minutes). The workflow's own
-	// timer enforces it and records the failure.
-	TaskRunTimeout = 15 * time.Minute
-	// TaskRunExecutionTimeout is Temporal's backstop should the workflow
-	// be unable to end itself (it then cannot record the outcome; the next
-	// run request of the task repairs the record, see TaskRuns.Start).
-	TaskRunExecutionTimeout = TaskRunTimeout + 5*time.Minute
-	// QueryTaskRunProgress answers a TaskRunResult with the progress so far.
-	QueryTaskRunProgress = "progress"
-	// TriggerAPI marks runs started through the HTTP API.
-	TriggerAPI = "api"
-	// ErrTypeTaskRunFailed is the failure type of a workflow whose run
-	// failed or timed out.
-	ErrTypeTaskRunFailed = "TaskRunFailed"
-)
-
-// TaskRunWorkflowID is the workflow id of a task's runs: one id per task,
-// so Temporal itself refuses a second concurrent run.
-func TaskRunWorkflowID(taskID int64) string { return fmt.Sprintf("task-%d", taskID) }
-
-// TaskRunInput starts a run. The agent's settings are resolved when the
-// run is requested, so a later change of the agent file does not change a
-// running (or replaying) run.
-type TaskRunInput struct {
-	TaskID             int64       `json:"task_id"`
-	RunID              int64       `json:"run_id"`
-	Attempt            int         `json:"attempt"`
-	AgentID            string      `json:"agent_id"`
-	Title              string      `json:"title"`
-	Trigger            string      `json:"trigger"`
-	Subject            string      `json:"subject"`
-	DataClassification string      `json:"data_classification,omitempty"`
-	Agent              agent.Input `json:"agent"`
-	Builtins           []string    `json:"builtins"`
-	// Timeout overrides TaskRunTimeout (tests); 0 means TaskRunTimeout.
-	Timeout time.Duration `json:"timeout,omitempty"`
-}
-
-func (in TaskRunInput) ref() activities.RunRef {
-	return activities.RunRef{TaskID: in.TaskID, RunID: in.RunID, Attempt: in.Attempt, AgentID: in.AgentID,
-		WorkflowID: TaskRunWorkflowID(in.TaskID), Trigger: in.Trigger, Subject: in.Subject, DataClassification: in.DataClassification}
-}
-
-// TaskRunResult is the outcome (and, through QueryTaskRunProgress, the
-// progress) of a run.
-type TaskRunResult struct {
-	RunID      int64     `json:"run_id"`
-	Status     string    `json:"status"`
-	Turns      int       `json:"turns"`
-	Usage      llm.Usage `json:"usage"`
-	Reply      string    `json:"reply,omitempty"`
-	StopReason string    `json:"stop_reason,omitempty"`
-	Error      string    `json:"error,omitempty"`
-}
 
 // Activity options. The LLM and tool steps are regular activities: their
 // results are recorded in the history, so after a crash the run resumes at
@@ -92,7 +26,7 @@ var (
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
 			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeLLMRejected, activities.ErrTypeRunGone},
+			NonRetryableErrorTypes: []string{ErrTypeLLMRejected, ErrTypeRunGone},
 		},
 	}
 	toolActivityOptions = workflow.ActivityOptions{
@@ -103,7 +37,7 @@ var (
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
 			MaximumAttempts:        3,
-			NonRetryableErrorTypes: []string{activities.ErrTypeRunGone, "ArtifactOutsideArea"},
+			NonRetryableErrorTypes: []string{ErrTypeRunGone, ErrTypeArtifactOutsideArea},
 		},
 	}
 	statusActivityOptions = workflow.LocalActivityOptions{
@@ -113,7 +47,7 @@ var (
 			InitialInterval:        500 * time.Millisecond,
 			BackoffCoefficient:     2,
 			MaximumInterval:        20 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeRunGone},
+			NonRetryableErrorTypes: []string{ErrTypeRunGone},
 		},
 	}
 )
@@ -124,7 +58,6 @@ var (
 // needs_review), failed or timed out (task -> failed), cancelled (task ->
 // todo).
 func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
-	var a *activities.TaskRunActivities
 	progress := &TaskRunResult{RunID: in.RunID, Status: models.RunQueued}
 	if err := workflow.SetQueryHandler(ctx, QueryTaskRunProgress, func() (TaskRunResult, error) { return *progress, nil }); err != nil {
 		return nil, err
@@ -132,7 +65,7 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 	ref := in.ref()
 
 	startCtx := workflow.WithLocalActivityOptions(ctx, statusActivityOptions)
-	if err := workflow.ExecuteLocalActivity(startCtx, a.TaskRunStart, ref).Get(startCtx, nil); err != nil && ctx.Err() == nil {
+	if err := workflow.ExecuteLocalActivity(startCtx, ActivityTaskRunStart, ref).Get(startCtx, nil); err != nil && ctx.Err() == nil {
 		// The run was deleted or already ended: there is nothing to run
 		// and nothing to record.
 		return nil, err
@@ -169,7 +102,7 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 	// Record the outcome even when the workflow is being cancelled.
 	finishCtx, _ := workflow.NewDisconnectedContext(ctx)
 	finishCtx = workflow.WithLocalActivityOptions(finishCtx, statusActivityOptions)
-	if err := workflow.ExecuteLocalActivity(finishCtx, a.TaskRunFinish, outcome).Get(finishCtx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(finishCtx, ActivityTaskRunFinish, outcome).Get(finishCtx, nil); err != nil {
 		return progress, fmt.Errorf("record outcome of run %d: %w", in.RunID, err)
 	}
 	switch outcome.Status {
@@ -230,10 +163,9 @@ type activityExecutor struct {
 }
 
 func (e *activityExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
-	var a *activities.TaskRunActivities
 	ctx := workflow.WithActivityOptions(e.ctx, llmActivityOptions)
 	var resp llm.Response
-	err := workflow.ExecuteActivity(ctx, a.TaskRunLLMTurn, activities.LLMTurnInput{Run: e.in.ref(), Turn: t}).Get(ctx, &resp)
+	err := workflow.ExecuteActivity(ctx, ActivityTaskRunLLMTurn, LLMTurnInput{Run: e.in.ref(), Turn: t}).Get(ctx, &resp)
 	if err != nil {
 		return nil, stepError(err)
 	}
@@ -243,10 +175,9 @@ func (e *activityExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 }
 
 func (e *activityExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
-	var a *activities.TaskRunActivities
 	ctx := workflow.WithActivityOptions(e.ctx, toolActivityOptions)
 	var res agent.ToolResult
-	err := workflow.ExecuteActivity(ctx, a.TaskRunTool, activities.ToolInput{Run: e.in.ref(), Invocation: inv, Builtins: e.in.Builtins}).Get(ctx, &res)
+	err := workflow.ExecuteActivity(ctx, ActivityTaskRunTool, ToolInput{Run: e.in.ref(), Invocation: inv, Builtins: e.in.Builtins}).Get(ctx, &res)
 	if err != nil {
 		return agent.ToolResult{}, stepError(err)
 	}

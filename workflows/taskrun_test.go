@@ -1,4 +1,4 @@
-package workflows
+package workflows_test
 
 import (
 	"context"
@@ -18,17 +18,18 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
-// harness is a test workflow environment with the TaskRun activities
+// harness is a test workflow environment with the workflows.TaskRun activities
 // mocked; it records what the workflow asked of them.
 type harness struct {
 	env  *testsuite.TestWorkflowEnvironment
 	acts *activities.TaskRunActivities
 
 	mu       sync.Mutex
-	llmCalls []activities.LLMTurnInput
-	tools    []activities.ToolInput
+	llmCalls []workflows.LLMTurnInput
+	tools    []workflows.ToolInput
 	started  int
 	outcomes []models.RunOutcome
 }
@@ -36,9 +37,9 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	var suite testsuite.WorkflowTestSuite
 	h := &harness{env: suite.NewTestWorkflowEnvironment(), acts: &activities.TaskRunActivities{}}
-	h.env.RegisterWorkflowWithOptions(TaskRun, workflow.RegisterOptions{Name: TaskRunWorkflowName})
+	h.env.RegisterWorkflowWithOptions(workflows.TaskRun, workflow.RegisterOptions{Name: workflows.TaskRunWorkflowName})
 	h.env.RegisterActivity(h.acts)
-	h.env.OnActivity(h.acts.TaskRunStart, mock.Anything, mock.Anything).Return(func(context.Context, activities.RunRef) error {
+	h.env.OnActivity(h.acts.TaskRunStart, mock.Anything, mock.Anything).Return(func(context.Context, workflows.RunRef) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.started++
@@ -50,7 +51,7 @@ func newHarness(t *testing.T) *harness {
 		h.outcomes = append(h.outcomes, o)
 		return nil
 	}).Maybe()
-	h.env.OnActivity(h.acts.TaskRunTool, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ToolInput) (agent.ToolResult, error) {
+	h.env.OnActivity(h.acts.TaskRunTool, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.ToolInput) (agent.ToolResult, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.tools = append(h.tools, in)
@@ -61,8 +62,8 @@ func newHarness(t *testing.T) *harness {
 
 // onLLM answers LLM turns with fn (after an optional delay on the
 // workflow clock).
-func (h *harness) onLLM(after time.Duration, fn func(n int, in activities.LLMTurnInput) (*llm.Response, error)) {
-	call := h.env.OnActivity(h.acts.TaskRunLLMTurn, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.LLMTurnInput) (*llm.Response, error) {
+func (h *harness) onLLM(after time.Duration, fn func(n int, in workflows.LLMTurnInput) (*llm.Response, error)) {
+	call := h.env.OnActivity(h.acts.TaskRunLLMTurn, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 		h.mu.Lock()
 		h.llmCalls = append(h.llmCalls, in)
 		n := len(h.llmCalls)
@@ -74,8 +75,8 @@ func (h *harness) onLLM(after time.Duration, fn func(n int, in activities.LLMTur
 	}
 }
 
-func input() TaskRunInput {
-	return TaskRunInput{TaskID: 42, RunID: 7, Attempt: 3, AgentID: "writer", Title: "Write", Trigger: TriggerAPI, Subject: "admin",
+func input() workflows.TaskRunInput {
+	return workflows.TaskRunInput{TaskID: 42, RunID: 7, Attempt: 3, AgentID: "writer", Title: "Write", Trigger: workflows.TriggerAPI, Subject: "admin",
 		Builtins: []string{"write_file"},
 		Agent:    agent.Input{Provider: "ollama", Model: "m", UserText: "Task #42: Write", MaxTurns: 4, Tools: agent.ToolsFor([]string{"write_file"})}}
 }
@@ -92,18 +93,18 @@ func (h *harness) outcome(t *testing.T) models.RunOutcome {
 
 func TestTaskRunFinishesWithToolCall(t *testing.T) {
 	h := newHarness(t)
-	h.onLLM(0, func(n int, in activities.LLMTurnInput) (*llm.Response, error) {
+	h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
 		if n == 1 {
 			return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"r.md","content":"abc"}`)}},
 				Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}, nil
 		}
 		return &llm.Response{Content: "Done.", Usage: llm.Usage{InputTokens: 20, OutputTokens: 2}}, nil
 	})
-	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
 	if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
 		t.Fatalf("workflow: completed=%v err=%v", h.env.IsWorkflowCompleted(), h.env.GetWorkflowError())
 	}
-	var res TaskRunResult
+	var res workflows.TaskRunResult
 	if err := h.env.GetWorkflowResult(&res); err != nil || res.Status != models.RunFinished || res.Reply != "Done." {
 		t.Fatalf("result %+v %v", res, err)
 	}
@@ -122,13 +123,13 @@ func TestTaskRunFinishesWithToolCall(t *testing.T) {
 
 func TestTaskRunRetriesFailingLLMTurn(t *testing.T) {
 	h := newHarness(t)
-	h.onLLM(0, func(n int, in activities.LLMTurnInput) (*llm.Response, error) {
+	h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
 		if n == 1 {
-			return nil, temporal.NewApplicationError("llm provider \"ollama\": HTTP 503: overloaded", activities.ErrTypeProvider)
+			return nil, temporal.NewApplicationError("llm provider \"ollama\": HTTP 503: overloaded", workflows.ErrTypeProvider)
 		}
 		return &llm.Response{Content: "ok"}, nil
 	})
-	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +143,12 @@ func TestTaskRunRetriesFailingLLMTurn(t *testing.T) {
 
 func TestTaskRunFailsOnNonRetryableError(t *testing.T) {
 	h := newHarness(t)
-	h.onLLM(0, func(int, activities.LLMTurnInput) (*llm.Response, error) {
-		return nil, temporal.NewNonRetryableApplicationError("llm provider \"ollama\": HTTP 400: bad model", activities.ErrTypeLLMRejected, nil)
+	h.onLLM(0, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
+		return nil, temporal.NewNonRetryableApplicationError("llm provider \"ollama\": HTTP 400: bad model", workflows.ErrTypeLLMRejected, nil)
 	})
-	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
 	var app *temporal.ApplicationError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != ErrTypeTaskRunFailed {
+	if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeTaskRunFailed {
 		t.Fatalf("workflow error %v", err)
 	}
 	if len(h.llmCalls) != 1 {
@@ -162,34 +163,34 @@ func TestTaskRunFailsOnNonRetryableError(t *testing.T) {
 func TestTaskRunTimesOutAfter15Minutes(t *testing.T) {
 	h := newHarness(t)
 	// The model never answers within the run's limit.
-	h.onLLM(20*time.Minute, func(int, activities.LLMTurnInput) (*llm.Response, error) {
+	h.onLLM(20*time.Minute, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
 		return &llm.Response{Content: "too late"}, nil
 	})
 	start := h.env.Now()
-	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
 	if !h.env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
 	var app *temporal.ApplicationError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != ErrTypeTaskRunFailed {
+	if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeTaskRunFailed {
 		t.Fatalf("workflow error %v", err)
 	}
 	o := h.outcome(t)
 	if o.Status != models.RunFailed || !o.TimedOut || !strings.Contains(o.Error, "15m0s") {
 		t.Fatalf("outcome %+v", o)
 	}
-	if elapsed := h.env.Now().Sub(start); elapsed < TaskRunTimeout || elapsed >= 20*time.Minute {
+	if elapsed := h.env.Now().Sub(start); elapsed < workflows.TaskRunTimeout || elapsed >= 20*time.Minute {
 		t.Fatalf("ended after %s of workflow time, want the 15m limit", elapsed)
 	}
 }
 
 func TestTaskRunCancellation(t *testing.T) {
 	h := newHarness(t)
-	h.onLLM(10*time.Minute, func(int, activities.LLMTurnInput) (*llm.Response, error) {
+	h.onLLM(10*time.Minute, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
 		return &llm.Response{Content: "never"}, nil
 	})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
-	h.env.ExecuteWorkflow(TaskRunWorkflowName, input())
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
 	if !h.env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
@@ -206,11 +207,11 @@ func TestTaskRunStopsWhenRunIsGone(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	acts := &activities.TaskRunActivities{}
-	env.RegisterWorkflowWithOptions(TaskRun, workflow.RegisterOptions{Name: TaskRunWorkflowName})
+	env.RegisterWorkflowWithOptions(workflows.TaskRun, workflow.RegisterOptions{Name: workflows.TaskRunWorkflowName})
 	env.RegisterActivity(acts)
 	env.OnActivity(acts.TaskRunStart, mock.Anything, mock.Anything).
-		Return(temporal.NewNonRetryableApplicationError("run 7 not found", activities.ErrTypeRunGone, nil)).Once()
-	env.ExecuteWorkflow(TaskRunWorkflowName, input())
+		Return(temporal.NewNonRetryableApplicationError("run 7 not found", workflows.ErrTypeRunGone, nil)).Once()
+	env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "run 7 not found") {
 		t.Fatalf("workflow error %v", err)
 	}

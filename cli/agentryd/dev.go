@@ -5,12 +5,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/agentryhq/agentry/dev/fakellm"
 )
 
 func newDevCommand() *cobra.Command {
-	dev := &cobra.Command{Use: "dev", Short: "Development helpers: the embedded Temporal server alone, a fake LLM provider"}
+	dev := &cobra.Command{Use: "dev", Short: "Development helpers: the embedded Temporal server alone (the fake LLM provider is `go run ./dev/cmd/fake-llm`)"}
 	dev.AddCommand(&cobra.Command{
 		Use:   "temporal",
 		Short: "Run only the embedded Temporal server (share one Temporal between several gateways)",
@@ -40,22 +38,5 @@ func newDevCommand() *cobra.Command {
 			return srv.Stop()
 		},
 	})
-	var addr string
-	fake := &cobra.Command{
-		Use:   "fake-llm",
-		Short: "Run the scripted fake LLM provider (OpenAI, Anthropic and Ollama wire formats) for trying the gateway without a model",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, log, closer, err := loadRuntime(cmd.Context(), cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer closer.Close()
-			fmt.Fprintf(cmd.ErrOrStderr(), "fake LLM provider on http://%s\n", addr)
-			return fakellm.Run(cmd.Context(), addr, log)
-		},
-	}
-	fake.Flags().StringVar(&addr, "addr", "127.0.0.1:11434", "listen address (the default is Ollama's, so a fresh gateway talks to it)")
-	dev.AddCommand(fake)
 	return dev
 }

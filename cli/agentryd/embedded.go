@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/agentryhq/agentry/dev/temporalserver"
 	"github.com/agentryhq/agentry/gateway"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/temporalserver"
 )
 
 // embeddedAvailable tells `agentryd dev temporal` it can run.

@@ -141,7 +141,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.srv.Shutdown(ctx)
 }
 
-// Run serves the fake on addr until ctx ends; it backs `agentryd dev fake-llm --addr ...`.
+// Run serves the fake on addr until ctx ends; it backs `go run ./dev/cmd/fake-llm --addr ...`.
 func Run(ctx context.Context, addr string, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/dev/fakellm"
-	"github.com/agentryhq/agentry/dev/temporalserver"
 	"github.com/agentryhq/agentry/dev/testenv"
 	"github.com/agentryhq/agentry/gateway"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/temporalserver"
 )
 
 // Options shape a test gateway.

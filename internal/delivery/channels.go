@@ -14,6 +14,7 @@ import (
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // Errors of the channel adapter (the API maps them).
@@ -320,7 +321,7 @@ func (c *Channels) Check(ctx context.Context, id, to string) (string, error) {
 
 // Target resolves where a channel message goes, at attempt time. Problems
 // that retrying cannot fix are *PermanentError.
-func (c *Channels) Target(ctx context.Context, msg Message) (Target, error) {
+func (c *Channels) Target(ctx context.Context, msg workflows.DeliveryInput) (Target, error) {
 	if msg.Hook != nil {
 		if _, err := c.Policy.CheckURL(msg.Hook.URL); err != nil {
 			return Target{}, &PermanentError{err}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 func TestParseHeaderLines(t *testing.T) {
@@ -228,12 +229,12 @@ func TestSenderClassifiesAnswers(t *testing.T) {
 func TestRetryFromConfig(t *testing.T) {
 	cfg := config.Defaults()
 	r, err := RetryFromConfig(&cfg)
-	if err != nil || r != (Retry{}).WithDefaults() || r.RetryFor != 24*time.Hour {
+	if err != nil || r != (workflows.DeliveryRetry{}).WithDefaults() || r.RetryFor != 24*time.Hour {
 		t.Fatalf("defaults: %+v %v", r, err)
 	}
 	cfg.Runtime.Delivery = config.DeliveryConfig{RetryFor: time.Minute, InitialInterval: 100 * time.Millisecond, MaxInterval: 2 * time.Second}
 	r, err = RetryFromConfig(&cfg)
-	if err != nil || r.RetryFor != time.Minute || r.InitialInterval != 100*time.Millisecond || r.MaxInterval != 2*time.Second || r.AttemptTimeout != DefaultAttemptTimeout {
+	if err != nil || r.RetryFor != time.Minute || r.InitialInterval != 100*time.Millisecond || r.MaxInterval != 2*time.Second || r.AttemptTimeout != workflows.DefaultDeliveryAttemptTimeout {
 		t.Fatalf("set: %+v %v", r, err)
 	}
 }
@@ -270,10 +271,10 @@ func TestHookMatching(t *testing.T) {
 		t.Error("hook without on accepted")
 	}
 	// The secret only from the named variable; unset refuses to send.
-	if _, err := hookTarget(&HookTarget{URL: "https://h.example", SecretEnv: "HOOK_SECRET"}, func(string) (string, bool) { return "", false }); err == nil {
+	if _, err := hookTarget(&workflows.HookTarget{URL: "https://h.example", SecretEnv: "HOOK_SECRET"}, func(string) (string, bool) { return "", false }); err == nil {
 		t.Error("unset secret_env accepted")
 	}
-	tg, err := hookTarget(&HookTarget{URL: "https://h.example", SecretEnv: "HOOK_SECRET"}, func(k string) (string, bool) { return "v-" + k, true })
+	tg, err := hookTarget(&workflows.HookTarget{URL: "https://h.example", SecretEnv: "HOOK_SECRET"}, func(k string) (string, bool) { return "v-" + k, true })
 	if err != nil || tg.Secret != "v-HOOK_SECRET" {
 		t.Errorf("target %+v %v", tg, err)
 	}
@@ -339,11 +340,11 @@ func TestChannelSettingsOverridesAndRedaction(t *testing.T) {
 	}
 
 	// A message's `to` is used for that message only.
-	tg, err := ch.Target(ctx, Message{Channel: "webhook", To: "https://elsewhere.example/once"})
+	tg, err := ch.Target(ctx, workflows.DeliveryInput{Channel: "webhook", To: "https://elsewhere.example/once"})
 	if err != nil || tg.URL != "https://elsewhere.example/once" || tg.Secret != "db-secret" || tg.Method != "PUT" {
 		t.Fatalf("target with to: %+v %v", tg, err)
 	}
-	tg, _ = ch.Target(ctx, Message{Channel: "webhook"})
+	tg, _ = ch.Target(ctx, workflows.DeliveryInput{Channel: "webhook"})
 	if tg.URL != "https://other.example/x" {
 		t.Fatalf("to leaked into the settings: %+v", tg)
 	}
@@ -359,7 +360,7 @@ func TestChannelSettingsOverridesAndRedaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var perm *PermanentError
-	if _, err := ch.Target(ctx, Message{Channel: "webhook"}); !errors.As(err, &perm) || !errors.Is(err, ErrChannelDisabled) {
+	if _, err := ch.Target(ctx, workflows.DeliveryInput{Channel: "webhook"}); !errors.As(err, &perm) || !errors.Is(err, ErrChannelDisabled) {
 		t.Fatalf("disabled: %v", err)
 	}
 	if _, err := ch.Check(ctx, "webhook", ""); !errors.Is(err, ErrChannelDisabled) {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // Hook is one entry of the `hooks` config key: events whose type matches
@@ -191,7 +192,7 @@ func (h *Hooks) Deliver(ctx context.Context, hook Hook, ev models.Event) error {
 	if err != nil {
 		return fmt.Errorf("encode event %d: %w", ev.ID, err)
 	}
-	msg := Message{DeliveryID: id, Channel: HookChannelPrefix + hook.Key, Hook: &HookTarget{URL: hook.URL, SecretEnv: hook.SecretEnv},
+	msg := workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: HookChannelPrefix + hook.Key, Hook: &workflows.HookTarget{URL: hook.URL, SecretEnv: hook.SecretEnv},
 		Body: string(body), Source: SourceHook, AgentID: ev.AgentID, Retry: h.Deliveries.Retry}
 	return h.Deliveries.Enqueue(ctx, msg, hook.URL)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // Target is where and how one message is sent, resolved at attempt time
@@ -49,7 +50,7 @@ type Sender struct {
 // NewSender builds a sender whose attempts time out after timeout.
 func NewSender(p netguard.Policy, timeout time.Duration) *Sender {
 	if timeout <= 0 {
-		timeout = DefaultAttemptTimeout
+		timeout = workflows.DefaultDeliveryAttemptTimeout
 	}
 	c := p.Client(timeout)
 	// A redirect would be re-sent without its signature headers' meaning

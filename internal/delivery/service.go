@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // ErrUnavailable: the workflow engine did not accept the delivery (503).
@@ -52,7 +53,7 @@ type Service struct {
 	TaskQueue string
 	Store     *models.Store
 	Channels  *Channels
-	Retry     Retry
+	Retry     workflows.DeliveryRetry
 	Now       func() time.Time
 }
 
@@ -98,7 +99,7 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode message: %w", err)
 	}
-	msg := Message{DeliveryID: id, Channel: req.Channel, To: req.To, Body: string(body), Source: req.Source, AgentID: req.AgentID, Retry: s.Retry}
+	msg := workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: req.Channel, To: req.To, Body: string(body), Source: req.Source, AgentID: req.AgentID, Retry: s.Retry}
 	if err := s.Enqueue(ctx, msg, dest); err != nil {
 		return "", err
 	}
@@ -107,12 +108,12 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (string, error) {
 
 // Enqueue records a message and starts its Delivery workflow. Starting the
 // same delivery id twice is a no-op (the workflow id is derived from it).
-func (s *Service) Enqueue(ctx context.Context, msg Message, dest string) error {
+func (s *Service) Enqueue(ctx context.Context, msg workflows.DeliveryInput, dest string) error {
 	// Once begun, finish even if the caller goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	msg.Retry = msg.Retry.WithDefaults()
-	wid := WorkflowID(msg.DeliveryID)
+	wid := workflows.DeliveryWorkflowID(msg.DeliveryID)
 	d := &models.Delivery{ID: msg.DeliveryID, Channel: msg.Channel, Source: msg.Source, AgentID: msg.AgentID,
 		Target: DisplayURL(dest), WorkflowID: wid}
 	if err := s.Store.CreateDelivery(ctx, d); err != nil {
@@ -126,7 +127,7 @@ func (s *Service) Enqueue(ctx context.Context, msg Message, dest string) error {
 		// The retry window plus slack; the workflow ends itself earlier.
 		WorkflowExecutionTimeout: msg.Retry.RetryFor + msg.Retry.AttemptTimeout + 10*time.Minute,
 		StaticSummary:            fmt.Sprintf("Deliver %s to %s (%s)", msg.DeliveryID, msg.Channel, DisplayURL(dest)),
-	}, WorkflowName, msg)
+	}, workflows.DeliveryWorkflowName, msg)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return nil
@@ -140,7 +141,7 @@ func (s *Service) Enqueue(ctx context.Context, msg Message, dest string) error {
 
 // hookTarget resolves an event hook's destination; the secret comes only
 // from the named environment variable.
-func hookTarget(h *HookTarget, env func(string) (string, bool)) (Target, error) {
+func hookTarget(h *workflows.HookTarget, env func(string) (string, bool)) (Target, error) {
 	t := Target{URL: h.URL, Method: "POST"}
 	if h.SecretEnv != "" {
 		if env == nil {

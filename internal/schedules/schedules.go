@@ -25,19 +25,14 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/agentryhq/agentry/dev/temporalserver/temporaldefaults"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
-// Names shared with the ScheduledAgent workflow.
+// Timing of the schedules (the ScheduledAgent workflow's contract - name,
+// input, triggers, firing timeout - is in workflows/scheduled_contract.go).
 const (
-	// WorkflowName is the registered type of the ScheduledAgent workflow.
-	WorkflowName = "ScheduledAgent"
-	// TriggerCron marks firings of the schedule, TriggerManual those of
-	// POST /schedules/{agent_id}/trigger.
-	TriggerCron   = "cron"
-	TriggerManual = "manual"
 	// DefaultCatchupWindow: when Temporal was unavailable at a fire time,
 	// a firing missed by at most this long still runs (once: overlap is
 	// skip) when it is back; older ones are dropped.
@@ -45,9 +40,6 @@ const (
 	// DefaultResyncInterval is how often the schedules are compared with
 	// the definitions besides after every reload.
 	DefaultResyncInterval = time.Minute
-	// FiringTimeout bounds one firing's workflow (agent run + handing the
-	// reply to Delivery).
-	FiringTimeout = 30 * time.Minute
 )
 
 // Errors the API maps.
@@ -56,13 +48,6 @@ var (
 	ErrAgentDisabled = errors.New("agent is disabled")
 	ErrUnavailable   = errors.New("the workflow engine (Temporal) is unavailable; try again shortly")
 )
-
-// FiringInput is the input of the ScheduledAgent workflow.
-type FiringInput struct {
-	AgentID    string `json:"agent_id"`
-	ScheduleID string `json:"schedule_id"`
-	Trigger    string `json:"trigger"`
-}
 
 // Agents is the agent registry.
 type Agents interface {
@@ -98,10 +83,12 @@ func (m *Manager) log() *slog.Logger {
 	return m.Log
 }
 
-func (m *Manager) prefix() string { return m.TaskQueue + ":schedule:" }
+func (m *Manager) prefix() string { return workflows.ScheduleIDPrefix(m.TaskQueue) }
 
 // ScheduleID is the Temporal Schedule id of an agent.
-func (m *Manager) ScheduleID(agentID string) string { return m.prefix() + agentID }
+func (m *Manager) ScheduleID(agentID string) string {
+	return workflows.ScheduleID(m.TaskQueue, agentID)
+}
 
 func (m *Manager) catchup() time.Duration {
 	if m.CatchupWindow > 0 {
@@ -131,7 +118,7 @@ func (m *Manager) desire(d *agent.Definition) (desired, error) {
 	paused := !d.IsEnabled()
 	// The revision covers everything the schedule is made from, so a
 	// changed definition (or gateway setting) updates it.
-	rev, _ := json.Marshal([]any{d.Schedule.Cron, tz, m.TaskQueue, WorkflowName, m.catchup().String(), paused})
+	rev, _ := json.Marshal([]any{d.Schedule.Cron, tz, m.TaskQueue, workflows.ScheduledAgentWorkflowName, m.catchup().String(), paused})
 	sum := sha256.Sum256(rev)
 	note := fmt.Sprintf("managed by Agentry from agent %s (rev %s)", d.ID, hex.EncodeToString(sum[:6]))
 	if paused {
@@ -144,19 +131,19 @@ func (m *Manager) action(agentID string) *client.ScheduleWorkflowAction {
 	id := m.ScheduleID(agentID)
 	return &client.ScheduleWorkflowAction{
 		ID:                       id, // Temporal appends the fire time
-		Workflow:                 WorkflowName,
-		Args:                     []any{FiringInput{AgentID: agentID, ScheduleID: id, Trigger: TriggerCron}},
+		Workflow:                 workflows.ScheduledAgentWorkflowName,
+		Args:                     []any{workflows.ScheduledAgentInput{Version: workflows.ScheduledAgentInputVersion, AgentID: agentID, ScheduleID: id, Trigger: workflows.TriggerCron}},
 		TaskQueue:                m.TaskQueue,
-		WorkflowExecutionTimeout: FiringTimeout,
+		WorkflowExecutionTimeout: workflows.FiringTimeout,
 		StaticSummary:            "Scheduled run of agent " + agentID,
-		TypedSearchAttributes:    searchAttributes(agentID, TriggerCron),
+		TypedSearchAttributes:    searchAttributes(agentID, workflows.TriggerCron),
 	}
 }
 
 func searchAttributes(agentID, trigger string) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
-		temporal.NewSearchAttributeKeyKeyword(temporaldefaults.SearchAttributeAgentID).ValueSet(agentID),
-		temporal.NewSearchAttributeKeyKeyword(temporaldefaults.SearchAttributeTrigger).ValueSet(trigger),
+		workflows.SearchAttrAgentID.ValueSet(agentID),
+		workflows.SearchAttrTrigger.ValueSet(trigger),
 	)
 }
 
@@ -455,15 +442,15 @@ func (m *Manager) Trigger(ctx context.Context, agentID string) (string, error) {
 		return "", fmt.Errorf("%w: %s", ErrAgentDisabled, agentID)
 	}
 	sid := m.ScheduleID(agentID)
-	wid := fmt.Sprintf("%s-manual-%d", sid, time.Now().UnixMilli())
+	wid := workflows.ManualFiringWorkflowID(sid, time.Now())
 	_, err := m.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       wid,
 		TaskQueue:                m.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionTimeout: FiringTimeout,
+		WorkflowExecutionTimeout: workflows.FiringTimeout,
 		StaticSummary:            "Manual run of scheduled agent " + agentID,
-		TypedSearchAttributes:    searchAttributes(agentID, TriggerManual),
-	}, WorkflowName, FiringInput{AgentID: agentID, ScheduleID: sid, Trigger: TriggerManual})
+		TypedSearchAttributes:    searchAttributes(agentID, workflows.TriggerManual),
+	}, workflows.ScheduledAgentWorkflowName, workflows.ScheduledAgentInput{Version: workflows.ScheduledAgentInputVersion, AgentID: agentID, ScheduleID: sid, Trigger: workflows.TriggerManual})
 	if err != nil {
 		return "", fmt.Errorf("%w (%v)", ErrUnavailable, err)
 	}

@@ -36,9 +36,9 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/dev/fakellm"
-	"github.com/agentryhq/agentry/dev/temporalserver"
 	"github.com/agentryhq/agentry/gateway"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/temporalserver"
 )
 
 func main() {

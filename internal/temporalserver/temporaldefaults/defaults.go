@@ -1,5 +1,5 @@
 // Package temporaldefaults reads temporal.yaml (the defaults of the embedded
-// Temporal server) and names the search attributes Agentry registers.
+// Temporal server, including the search attributes it registers).
 //
 // It is deliberately light: it does not import go.temporal.io/server, so the
 // workflows, the worker and the gateway's wiring for an external cluster can
@@ -21,22 +21,20 @@ import (
 	"github.com/agentryhq/agentry"
 )
 
-// Names of the custom search attributes every Agentry workflow run carries, so
-// operators can find runs in the Web UI by task, agent or trigger.
-const (
-	SearchAttributeTaskID  = "AgentryTaskID"
-	SearchAttributeAgentID = "AgentryAgentID"
-	SearchAttributeTrigger = "AgentryTrigger"
-)
-
-// SearchAttributes returns a new map of the search attributes above and their
-// types. The workflows set them, so they must exist on any cluster we use.
+// SearchAttributes returns the search attributes temporal.yaml registers
+// (name -> type). Their names and typed keys live beside the workflows
+// that set them (workflows/search_attributes.go; a test there keeps the
+// two in step).
 func SearchAttributes() map[string]enums.IndexedValueType {
-	return map[string]enums.IndexedValueType{
-		SearchAttributeTaskID:  enums.INDEXED_VALUE_TYPE_INT,
-		SearchAttributeAgentID: enums.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchAttributeTrigger: enums.INDEXED_VALUE_TYPE_KEYWORD,
+	f, err := Load()
+	if err != nil {
+		return map[string]enums.IndexedValueType{}
 	}
+	attrs, err := f.ParsedSearchAttributes()
+	if err != nil {
+		return map[string]enums.IndexedValueType{}
+	}
+	return attrs
 }
 
 // File is the content of temporal.yaml.

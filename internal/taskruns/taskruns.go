@@ -1,4 +1,6 @@
-package workflows
+// Package taskruns starts and cancels workboard task runs: the client side
+// of the TaskRun workflow (workflows/taskrun.go).
+package taskruns
 
 import (
 	"context"
@@ -11,34 +13,14 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentryhq/agentry/activities"
-	"github.com/agentryhq/agentry/dev/temporalserver/temporaldefaults"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
-)
-
-// RegisterTaskRun registers the TaskRun workflow and its activities on a
-// worker (gateway/services.go adds it to the worker).
-func RegisterTaskRun(acts *activities.TaskRunActivities) func(sdkworker.Registry) {
-	return func(r sdkworker.Registry) {
-		r.RegisterWorkflowWithOptions(TaskRun, workflow.RegisterOptions{Name: TaskRunWorkflowName})
-		r.RegisterActivity(acts)
-	}
-}
-
-// Search attributes every TaskRun carries (registered by the embedded
-// server from temporal.yaml).
-var (
-	searchAttrTaskID  = temporal.NewSearchAttributeKeyInt64(temporaldefaults.SearchAttributeTaskID)
-	searchAttrAgentID = temporal.NewSearchAttributeKeyKeyword(temporaldefaults.SearchAttributeAgentID)
-	searchAttrTrigger = temporal.NewSearchAttributeKeyKeyword(temporaldefaults.SearchAttributeTrigger)
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // ErrTemporalUnavailable wraps failures to reach Temporal (HTTP 503).
@@ -49,22 +31,26 @@ var ErrTemporalUnavailable = errors.New("the workflow engine (Temporal) is unava
 // inserted it died before starting the workflow).
 const staleStartAge = 2 * time.Minute
 
-// TaskRuns starts and cancels task runs: the client side of TaskRun. The
+// Notifier wakes event subscribers after events were committed
+// (*events.Bus).
+type Notifier interface{ Notify() }
+
+// Service starts and cancels task runs: the client side of TaskRun. The
 // run row in the database and the workflow in Temporal are kept in
 // agreement: the row is inserted first (the database refuses a second
 // active run), then the workflow is started with the conflict policy FAIL
 // (Temporal refuses a second running workflow of the task); when the start
 // fails the row is removed again.
-type TaskRuns struct {
+type Service struct {
 	Client client.Client
 	Store  *models.Store
 	Agents *agent.Registry
 	Router *llm.Router
 	Config *config.Loaded
-	Events activities.Notifier
+	Events Notifier
 	// TaskQueue is the worker's queue (temporal.task_queue).
 	TaskQueue string
-	// Timeout overrides TaskRunTimeout (tests).
+	// Timeout overrides workflows.TaskRunTimeout (tests).
 	Timeout time.Duration
 }
 
@@ -73,7 +59,7 @@ type TaskRuns struct {
 // (400: none set, unknown or disabled agent), chat errors for an agent
 // whose model settings do not resolve, models.ErrRunActive (409),
 // ErrTemporalUnavailable (503).
-func (r *TaskRuns) Start(ctx context.Context, taskID int64, trigger string) (*models.TaskRun, error) {
+func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*models.TaskRun, error) {
 	// Once begun, finish (or undo) the start even if the caller goes away.
 	principal := auth.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -98,7 +84,7 @@ func (r *TaskRuns) Start(ctx context.Context, taskID int64, trigger string) (*mo
 		return nil, err
 	}
 
-	nr := models.NewRun{TaskID: taskID, AgentID: def.ID, Trigger: trigger, WorkflowID: TaskRunWorkflowID(taskID)}
+	nr := models.NewRun{TaskID: taskID, AgentID: def.ID, Trigger: trigger, WorkflowID: workflows.TaskRunWorkflowID(taskID)}
 	run, err := r.Store.CreateRun(ctx, nr)
 	if errors.Is(err, models.ErrRunActive) && r.repairStale(ctx, taskID) {
 		run, err = r.Store.CreateRun(ctx, nr)
@@ -111,8 +97,8 @@ func (r *TaskRuns) Start(ctx context.Context, taskID int64, trigger string) (*mo
 	if principal != nil {
 		subject = principal.Subject
 	}
-	in := TaskRunInput{
-		TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
+	in := workflows.TaskRunInput{
+		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
 		DataClassification: def.LLM.DataClassification, Builtins: def.Builtins, Timeout: r.Timeout,
 		Agent: agent.Input{
 			Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, UserText: TaskPrompt(task),
@@ -120,23 +106,23 @@ func (r *TaskRuns) Start(ctx context.Context, taskID int64, trigger string) (*mo
 			MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
 		},
 	}
-	execTimeout := TaskRunExecutionTimeout
+	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {
 		execTimeout = r.Timeout + 5*time.Minute
 	}
 	opts := client.StartWorkflowOptions{
-		ID:                                       TaskRunWorkflowID(taskID),
+		ID:                                       workflows.TaskRunWorkflowID(taskID),
 		TaskQueue:                                r.taskQueue(),
 		WorkflowExecutionTimeout:                 execTimeout,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			searchAttrTaskID.ValueSet(taskID), searchAttrAgentID.ValueSet(def.ID), searchAttrTrigger.ValueSet(trigger)),
+			workflows.SearchAttrTaskID.ValueSet(taskID), workflows.SearchAttrAgentID.ValueSet(def.ID), workflows.SearchAttrTrigger.ValueSet(trigger)),
 		StaticSummary: summary(task, def.ID, run.Attempt),
 		StaticDetails: details(task, def.ID, set),
 	}
-	we, err := r.Client.ExecuteWorkflow(ctx, opts, TaskRunWorkflowName, in)
+	we, err := r.Client.ExecuteWorkflow(ctx, opts, workflows.TaskRunWorkflowName, in)
 	if err != nil {
 		if derr := r.Store.DeleteQueuedRun(ctx, run.ID); derr != nil {
 			err = errors.Join(err, derr)
@@ -157,18 +143,18 @@ func (r *TaskRuns) Start(ctx context.Context, taskID int64, trigger string) (*mo
 	return r.Store.RunByID(ctx, run.ID)
 }
 
-func (r *TaskRuns) taskQueue() string {
+func (r *Service) taskQueue() string {
 	if r.TaskQueue != "" {
 		return r.TaskQueue
 	}
-	return DefaultTaskQueue
+	return workflows.DefaultTaskQueue
 }
 
 // repairStale fails the task's active run when its workflow is no longer
 // running (the execution-timeout backstop ended it, or the process that
 // queued it died before starting it), so a new run can start. It reports
 // whether it repaired anything.
-func (r *TaskRuns) repairStale(ctx context.Context, taskID int64) bool {
+func (r *Service) repairStale(ctx context.Context, taskID int64) bool {
 	active, err := r.Store.ActiveRun(ctx, taskID)
 	if err != nil {
 		return false
@@ -201,7 +187,7 @@ func (r *TaskRuns) repairStale(ctx context.Context, taskID int64) bool {
 // once the workflow has stopped its current step. Errors: 404 for an
 // unknown task or run (or a run of another task), models.ErrRunNotActive
 // (409) for a run that already ended.
-func (r *TaskRuns) Cancel(ctx context.Context, taskID, runID int64) (*models.TaskRun, error) {
+func (r *Service) Cancel(ctx context.Context, taskID, runID int64) (*models.TaskRun, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	run, err := r.Store.GetRun(ctx, taskID, runID)

@@ -9,7 +9,7 @@ import (
 
 	enums "go.temporal.io/api/enums/v1"
 
-	"github.com/agentryhq/agentry/dev/temporalserver/temporaldefaults"
+	"github.com/agentryhq/agentry/internal/temporalserver/temporaldefaults"
 )
 
 // Config keys (and their environment variables) that move the embedded

@@ -1,0 +1,28 @@
+// Package workflows holds Agentry's Temporal workflows and, beside each,
+// its contract: the registered name, the workflow-id builder, the
+// JSON-tagged input and result structs, query names, the activities it
+// calls (by name, with their input structs and error types) and the
+// search attributes it carries. Everything that talks to a workflow -
+// the services that start it (internal/...), the activities it calls
+// (activities/), the worker that registers it (worker/) - imports this
+// package; this package imports none of them. docs/workflows.md maps
+// each workflow to its files.
+//
+// Workflow code is deterministic: no database, network, clock,
+// randomness, goroutines or map iteration (workflowcheck runs in make
+// test). Changes follow the versioning policy in docs/decisions.md.
+package workflows
+
+// DefaultTaskQueue is the default of temporal.task_queue, the queue the
+// gateway's worker polls.
+const DefaultTaskQueue = "agentry"
+
+// Contract versions. A starter writes the current version into the
+// Version field of a workflow input; 0 means an input written before the
+// field existed and reads like version 1. Raise a version when the
+// meaning of a field changes (adding an optional field does not need it).
+const (
+	TaskRunInputVersion        = 1
+	ScheduledAgentInputVersion = 1
+	DeliveryInputVersion       = 1
+)
