@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/delivery"
+	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -81,5 +82,9 @@ func (a *DeliveryActivities) record(ctx context.Context, r models.AttemptRecord)
 
 // DeliveryFinish records the final outcome once retries have ended.
 func (a *DeliveryActivities) DeliveryFinish(ctx context.Context, in workflows.DeliveryFinishInput) error {
-	return a.Store.FinishDelivery(ctx, in.DeliveryID, in.Status, in.Error)
+	if err := a.Store.FinishDelivery(ctx, in.DeliveryID, in.Status, in.Error); err != nil {
+		return err
+	}
+	telemetry.DeliveryEnded(in.Status)
+	return nil
 }

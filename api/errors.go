@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
 // Error is an API error: the status code and the envelope {"error": ...},
@@ -66,6 +68,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	body := fiber.Map{"error": apiErr.Message}
 	if apiErr.Code != "" {
 		body["code"] = apiErr.Code
+		c.Locals(localErrorCode, apiErr.Code)
+	}
+	if tid := telemetry.TraceID(c.UserContext()); tid != "" {
+		body["trace_id"] = tid
 	}
 	for k, v := range apiErr.Fields {
 		if k != "error" && k != "code" {

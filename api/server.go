@@ -17,8 +17,10 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/google/uuid"
 
+	"github.com/agentryhq/agentry/internal/audit"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
 // Prefix is the versioned API path.
@@ -38,6 +40,8 @@ type Deps struct {
 	Health map[string]HealthCheck
 	// Features register their routes on the authenticated /api/v1 group.
 	Features []Feature
+	// Audit receives the audit lines (nil: runtime.audit_log is off).
+	Audit *audit.Log
 }
 
 // Feature is a group of routes with its own service.
@@ -76,6 +80,7 @@ func New(d Deps) *Server {
 	})
 	s.app.Use(recover.New())
 	s.app.Use(s.requestID)
+	s.app.Use(s.observe)
 	s.app.Use(s.requestLog)
 	if d.Config != nil && len(d.Config.Server.CORS.AllowOrigins) > 0 {
 		s.app.Use(cors.New(cors.Config{
@@ -85,8 +90,10 @@ func New(d Deps) *Server {
 		}))
 	}
 	s.app.Get("/health", s.health)
+	s.registerMetrics()
 	v1 := s.app.Group(Prefix, s.authenticate)
 	v1.Get("/whoami", s.whoami)
+	v1.Get("/logs/audit", s.auditTail)
 	for _, f := range d.Features {
 		f.Register(v1)
 		s.mappers = append(s.mappers, f.MapError)
@@ -143,6 +150,9 @@ func (s *Server) requestLog(c *fiber.Ctx) error {
 	}
 	attrs := []any{"method", c.Method(), "path", c.Path(), "status", status,
 		"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", c.Locals("request_id")}
+	if tid := telemetry.TraceID(c.UserContext()); tid != "" {
+		attrs = append(attrs, "trace_id", tid)
+	}
 	if p, ok := c.Locals("principal").(*auth.Principal); ok {
 		attrs = append(attrs, "subject", p.Subject)
 	}

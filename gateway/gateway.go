@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,9 +22,11 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentryhq/agentry/api"
+	"github.com/agentryhq/agentry/internal/audit"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/logbuf"
+	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/internal/temporalconn"
 	"github.com/agentryhq/agentry/models"
 )
@@ -68,7 +71,11 @@ type Gateway struct {
 	api      *api.Server
 	ln       net.Listener
 	serveErr chan error
-	stopOnce sync.Once
+	// Telemetry: tracing export, audit log, optional metrics listener.
+	tracing    *telemetry.Tracing
+	audit      *audit.Log
+	metricsSrv *http.Server
+	stopOnce   sync.Once
 }
 
 // Start brings every part up in dependency order and starts serving. On any
@@ -95,6 +102,9 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 		}
 	}()
 	if err := cfg.Workspace.Ensure(); err != nil {
+		return g, err
+	}
+	if err := g.startTelemetry(ctx, opts.Version); err != nil {
 		return g, err
 	}
 	// Take the HTTP port first: a busy port should fail in a second, not
@@ -126,6 +136,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 	if err != nil {
 		return g, err
 	}
+	g.services.observeState(g.services.bg)
 	if cfg.Temporal.Worker.Enabled {
 		if err := g.services.StartWorker(); err != nil {
 			return g, err
@@ -138,6 +149,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 		Version:  opts.Version,
 		Health:   g.healthChecks(),
 		Features: g.services.Features(),
+		Audit:    g.audit,
 	})
 	go func() { g.serveErr <- g.api.Serve(g.ln) }()
 	log.Info("gateway listening", "addr", "http://"+g.ln.Addr().String(), "workspace", cfg.Workspace.Root, "config", cfg.Path)
@@ -256,6 +268,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		if g.Store != nil {
 			errs = append(errs, g.Store.Close())
 		}
+		errs = append(errs, g.stopTelemetry(ctx))
 	})
 	return errors.Join(errs...)
 }
@@ -284,6 +297,9 @@ func StartWorker(ctx context.Context, opts Options) (g *Gateway, err error) {
 		}
 	}()
 	if err := cfg.Workspace.Ensure(); err != nil {
+		return g, err
+	}
+	if err := g.startTelemetry(ctx, opts.Version); err != nil {
 		return g, err
 	}
 	if g.Store, err = OpenStore(ctx, cfg, log); err != nil {

@@ -32,6 +32,8 @@ type Services struct {
 	log    *slog.Logger
 	worker *worker.Worker
 	cancel context.CancelFunc
+	// bg lives until Stop: background work of the services.
+	bg context.Context
 
 	Agents  *agent.Registry
 	Router  *llm.Router
@@ -64,7 +66,7 @@ var AgentWatchInterval = 2 * time.Second
 func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, error) {
 	cfg := g.Config
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Services{gw: g, log: log, cancel: cancel}
+	s := &Services{gw: g, log: log, cancel: cancel, bg: bg}
 	s.worker = worker.New(g.Temporal, cfg.Temporal.TaskQueue, log)
 
 	router, err := NewRouter(&cfg.Config)
@@ -82,7 +84,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		cancel()
 		return nil, err
 	}
-	s.Router.SetGate(s.Costs)
+	s.Router.SetGate(s.Costs.Observed(g.auditRejection))
 	go s.Costs.RunReaper(bg)
 	s.AgentFiles = agent.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
 	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())

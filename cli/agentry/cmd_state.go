@@ -103,15 +103,35 @@ func (a *App) scheduleCommand() *cobra.Command {
 }
 
 func (a *App) logsCommand() *cobra.Command {
-	var follow bool
+	var follow, auditLog bool
 	var lines int
 	cmd := &cobra.Command{
-		Use:   "logs [--follow] [--lines N]",
-		Short: "Print the gateway's recent log lines; --follow keeps printing new ones (admin)",
+		Use:   "logs [--follow] [--lines N] [--audit]",
+		Short: "Print the gateway's recent log lines; --follow keeps printing new ones; --audit prints the audit log (admin)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if lines < 0 {
 				return usagef("--lines must not be negative")
+			}
+			if auditLog {
+				if follow {
+					return usagef("--audit and --follow do not go together")
+				}
+				c, err := a.client(0)
+				if err != nil {
+					return err
+				}
+				l, err := c.AuditLog(cmd.Context(), max(lines, 1))
+				if err != nil {
+					return err
+				}
+				if a.jsonOut {
+					return printJSON(a.Stdout, l.RawJSON())
+				}
+				for _, line := range l.Lines {
+					fmt.Fprintln(a.Stdout, line)
+				}
+				return nil
 			}
 			if !follow {
 				c, err := a.client(0)
@@ -153,6 +173,7 @@ func (a *App) logsCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until interrupted")
 	cmd.Flags().IntVarP(&lines, "lines", "n", 200, "how many recent lines to print first")
+	cmd.Flags().BoolVar(&auditLog, "audit", false, "print the audit log (runtime.audit_log): one JSON object per line")
 	return cmd
 }
 

@@ -13,8 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
 // Limits of the builtin tools.
@@ -63,7 +68,35 @@ func NewToolbox(policy netguard.Policy, timeout time.Duration) *Toolbox {
 // Execute runs one tool call in workDir for an agent that allows builtins.
 // Problems the model caused (bad arguments, path escapes, blocked URLs) are
 // returned as error results; only ctx cancellation is an error.
-func (t *Toolbox) Execute(ctx context.Context, workDir string, allowed []string, call llm.ToolCall) (ToolResult, error) {
+func (t *Toolbox) Execute(ctx context.Context, workDir string, allowed []string, call llm.ToolCall) (res ToolResult, err error) {
+	ctx, span := telemetry.Tracer().Start(ctx, "execute_tool "+call.Name)
+	defer func() { endToolSpan(span, call, res, err) }()
+	return t.execute(ctx, workDir, allowed, call)
+}
+
+// endToolSpan records a tool call's outcome on its span and in
+// agentry_tool_calls_total; arguments and results only with
+// telemetry.capture_content.
+func endToolSpan(span trace.Span, call llm.ToolCall, res ToolResult, err error) {
+	outcome := "ok"
+	if err != nil || res.IsError {
+		outcome = "error"
+	}
+	telemetry.ToolCalled(call.Name, outcome)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
+			attribute.String("gen_ai.tool.call.id", call.ID), attribute.String("agentry.tool.outcome", outcome))
+		if telemetry.CaptureContent() {
+			span.SetAttributes(attribute.String("gen_ai.tool.call.arguments", string(call.Arguments)), attribute.String("gen_ai.tool.call.result", res.Content))
+		}
+		if outcome == "error" {
+			span.SetStatus(codes.Error, "tool error")
+		}
+	}
+	span.End()
+}
+
+func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string, call llm.ToolCall) (ToolResult, error) {
 	if !slices.Contains(allowed, call.Name) {
 		return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
 	}

@@ -359,6 +359,12 @@ func (c *Client) Logs(ctx context.Context, lines int) (*LogLines, error) {
 	return &l, c.Do(ctx, http.MethodGet, fmt.Sprintf("/logs?lines=%d", lines), nil, &l)
 }
 
+// AuditLog returns the last `lines` lines of the audit log (JSON objects).
+func (c *Client) AuditLog(ctx context.Context, lines int) (*LogLines, error) {
+	var l LogLines
+	return &l, c.Do(ctx, http.MethodGet, fmt.Sprintf("/logs/audit?lines=%d", lines), nil, &l)
+}
+
 // FollowLogs prints the last `lines` lines and then each new one until ctx ends.
 func (c *Client) FollowLogs(ctx context.Context, lines int, onLine func(string) error) error {
 	return c.Stream(ctx, http.MethodGet, fmt.Sprintf("/logs/stream?lines=%d", lines), nil, func(ev Event) error {

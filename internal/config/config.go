@@ -100,10 +100,21 @@ type SSRFConfig struct {
 	AllowedHosts  []string `yaml:"allowed_hosts,omitempty" env:"ALLOWED_HOSTS"`
 }
 
-// AuditLogConfig writes one JSON line per mutating API call.
+// AuditLogConfig writes one JSON line per mutating API call and per
+// decision (docs/observability.md).
 type AuditLogConfig struct {
-	Enabled bool   `yaml:"enabled" env:"ENABLED"`
-	Path    string `yaml:"path,omitempty" env:"PATH"`
+	Enabled bool `yaml:"enabled" env:"ENABLED"`
+	// File is the log file; relative paths are inside the workspace's logs
+	// directory. Default: <workspace>/logs/audit.log.
+	File string `yaml:"file,omitempty" env:"FILE"`
+	// Path is the older name of File, still accepted.
+	Path string `yaml:"path,omitempty" env:"PATH"`
+	// Format is json (the only format; one object per line).
+	Format string `yaml:"format,omitempty" env:"FORMAT"`
+	// MaxSizeMB rotates the file when it grows past this size [100];
+	// MaxFiles rotated files are kept [5].
+	MaxSizeMB int `yaml:"max_size_mb,omitempty" env:"MAX_SIZE_MB"`
+	MaxFiles  int `yaml:"max_files,omitempty" env:"MAX_FILES"`
 }
 
 // ActionLogConfig toggles the action log.
@@ -245,11 +256,37 @@ type RateLimitConfig struct {
 	PerAgentTokensDay int64  `yaml:"per_agent_tokens_day,omitempty" env:"PER_AGENT_TOKENS_DAY"`
 }
 
-// TelemetryConfig is tracing export.
+// TelemetryConfig is tracing export and the Prometheus metrics endpoint
+// (docs/observability.md).
 type TelemetryConfig struct {
-	Exporter     string `yaml:"exporter,omitempty" env:"EXPORTER"`
+	// Exporter is otlp (OTLP/HTTP), otlp-grpc, stdout or none [none].
+	Exporter string `yaml:"exporter,omitempty" env:"EXPORTER"`
+	// Endpoint is the OTLP receiver: a URL (http://collector:4318) or
+	// host:port. Empty: the OTel default (localhost:4318, or 4317 for gRPC).
+	Endpoint string `yaml:"endpoint,omitempty" env:"ENDPOINT"`
+	// OTLPEndpoint is the older name of Endpoint, still accepted.
 	OTLPEndpoint string `yaml:"otlp_endpoint,omitempty" env:"OTLP_ENDPOINT"`
-	ServiceName  string `yaml:"service_name,omitempty" env:"SERVICE_NAME"`
+	// Headers are sent with every export (e.g. an API key of a hosted backend).
+	Headers     map[string]string `yaml:"headers,omitempty" env:"HEADERS"`
+	ServiceName string            `yaml:"service_name,omitempty" env:"SERVICE_NAME"`
+	// SampleRatio is the share of new traces recorded, 0..1 [1]. A trace
+	// started by a caller (traceparent header) keeps the caller's decision.
+	SampleRatio *float64 `yaml:"sample_ratio,omitempty" env:"SAMPLE_RATIO"`
+	// CaptureContent records prompts, replies and tool arguments on spans.
+	// Off by default: spans then carry sizes, counts and ids only.
+	CaptureContent bool          `yaml:"capture_content,omitempty" env:"CAPTURE_CONTENT"`
+	Metrics        MetricsConfig `yaml:"metrics" env:", prefix=METRICS_"`
+}
+
+// MetricsConfig is GET /metrics.
+type MetricsConfig struct {
+	// Enabled serves /metrics [true].
+	Enabled *bool `yaml:"enabled,omitempty" env:"ENABLED"`
+	// Public serves /metrics without the API key.
+	Public bool `yaml:"public,omitempty" env:"PUBLIC"`
+	// Listen is an extra address (host:port) serving only /metrics, without
+	// authentication (bind it where only the scraper reaches it).
+	Listen string `yaml:"listen,omitempty" env:"LISTEN"`
 }
 
 // HookConfig is one signed outbound event hook.

@@ -88,7 +88,24 @@ func Validate(c *Config) error {
 			bad(fmt.Sprintf("hooks[%d].url", i), "is required")
 		}
 	}
+	validateTelemetry(c, bad)
 	return errors.Join(errs...)
+}
+
+func validateTelemetry(c *Config, bad func(key, format string, args ...any)) {
+	t := c.Telemetry
+	if !slices.Contains([]string{"", "none", "otlp", "otlp-http", "otlp-grpc", "stdout"}, t.Exporter) {
+		bad("telemetry.exporter", "unknown exporter %q (use otlp, otlp-grpc, stdout or none)", t.Exporter)
+	}
+	if r := t.SampleRatio; r != nil && (*r < 0 || *r > 1) {
+		bad("telemetry.sample_ratio", "%v is not between 0 and 1", *r)
+	}
+	if a := c.Runtime.AuditLog; a.Format != "" && a.Format != "json" {
+		bad("runtime.audit_log.format", "unknown format %q (use json)", a.Format)
+	}
+	if a := c.Runtime.AuditLog; a.MaxSizeMB < 0 || a.MaxFiles < 0 {
+		bad("runtime.audit_log", "max_size_mb and max_files must not be negative")
+	}
 }
 
 func validateCosts(c *CostsConfig, bad func(key, format string, args ...any)) {

@@ -331,6 +331,8 @@ type admission struct {
 	probe       bool
 
 	once sync.Once
+	// settled is what the ledger was told at settlement (metrics read it).
+	settled models.Settlement
 }
 
 type windowTake struct {
@@ -767,6 +769,7 @@ func (a *admission) settle(ctx context.Context, resp *llm.Response, callErr erro
 	if resp != nil {
 		st.FinishReason, st.ResponseModel, st.ProviderRequestID = truncate(resp.FinishReason, 32), truncate(resp.Model, 191), truncate(resp.RequestID, 191)
 	}
+	a.settled = st
 	res, err := a.c.store.SettleCall(ctx, st)
 	if err != nil {
 		// The reservation stays until the reaper releases it, the row stays

@@ -10,7 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/workflows"
 )
 
@@ -66,6 +71,31 @@ const maxErrorBody = 512
 // Content-Type (unless configured), X-Agentry-Delivery and, with a secret,
 // the timestamp and signature, so configured lines never replace them.
 func (s *Sender) Send(ctx context.Context, t Target, deliveryID string, body []byte) Result {
+	ctx, span := telemetry.Tracer().Start(ctx, "delivery attempt", trace.WithSpanKind(trace.SpanKindClient))
+	res := s.send(ctx, t, deliveryID, body)
+	outcome := "ok"
+	switch {
+	case res.Err != nil && res.StatusCode > 0:
+		outcome = "http_error"
+	case res.Err != nil:
+		outcome = "network_error"
+	}
+	telemetry.DeliveryAttempted(outcome)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("agentry.delivery.id", deliveryID), attribute.String("agentry.delivery.outcome", outcome),
+			attribute.String("server.address", DisplayURL(t.URL)))
+		if res.StatusCode > 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", res.StatusCode))
+		}
+		if res.Err != nil {
+			span.SetStatus(codes.Error, outcome)
+		}
+	}
+	span.End()
+	return res
+}
+
+func (s *Sender) send(ctx context.Context, t Target, deliveryID string, body []byte) Result {
 	method := strings.ToUpper(strings.TrimSpace(t.Method))
 	if method == "" {
 		method = http.MethodPost

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
 
 // maxErrorBody bounds how much of an error body is read and quoted.
@@ -43,7 +45,9 @@ func newHTTPBase(id, typ, base string, cfg ProviderConfig) *httpBase {
 	}
 	return &httpBase{
 		id: id, typ: typ, base: base, apiKey: cfg.APIKey, headers: headers, timeout: timeout,
-		client: &http.Client{Transport: newTransport()},
+		// otelhttp makes the provider request a child span of the LLM call
+		// and sends the trace context (traceparent) along.
+		client: &http.Client{Transport: otelhttp.NewTransport(newTransport())},
 	}
 }
 
@@ -63,6 +67,7 @@ func newTransport() *http.Transport {
 }
 
 func (h *httpBase) ID() string      { return h.id }
+func (h *httpBase) Kind() string    { return h.typ }
 func (h *httpBase) Address() string { return h.base }
 
 // post sends body as JSON to path and returns the response when its status is 2xx; otherwise the

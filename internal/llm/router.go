@@ -177,6 +177,11 @@ func (r *Router) Do(ctx context.Context, call *Call) (resp *Response, err error)
 	if call.Meta.CallID == "" {
 		call.Meta.CallID = uuid.NewString()
 	}
+	ctx, span := startCallSpan(ctx, call)
+	var p Provider
+	// Registered before the settlement below, so it runs after it: the
+	// span covers admission, provider and ledger settlement.
+	defer func() { endCallSpan(span, call, p, resp, err) }()
 
 	var adm Admission
 	if gate != nil {
@@ -214,7 +219,8 @@ func (r *Router) Do(ctx context.Context, call *Call) (resp *Response, err error)
 	}
 
 	// Resolve again: the gate may have rerouted the call.
-	p, ok := r.Provider(call.Provider)
+	var ok bool
+	p, ok = r.Provider(call.Provider)
 	if !ok {
 		return nil, &UnknownProviderError{ID: call.Provider}
 	}

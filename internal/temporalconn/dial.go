@@ -12,18 +12,27 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
 // Dial connects to address (host:port) with the TLS and API key settings of
 // cfg, waiting up to a bound for the frontend to answer.
 func Dial(ctx context.Context, cfg config.TemporalConfig, address string, logger *slog.Logger) (client.Client, error) {
+	tracing, err := telemetry.TemporalTracing()
+	if err != nil {
+		return nil, fmt.Errorf("temporal tracing interceptor: %w", err)
+	}
 	opts := client.Options{
 		HostPort:  address,
 		Namespace: cfg.Namespace,
 		Logger:    tlog.NewStructuredLogger(quiet(logger)),
+		// Workers made from this client use the interceptor too.
+		Interceptors:   []interceptor.ClientInterceptor{tracing},
+		MetricsHandler: telemetry.TemporalMetrics(),
 	}
 	if cfg.TLS.Enabled || cfg.APIKey != "" {
 		tc, err := tlsConfig(cfg.TLS)

@@ -1,0 +1,79 @@
+package audit
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentryhq/agentry/internal/config"
+)
+
+func TestDisabledWritesNothing(t *testing.T) {
+	l, err := Open(config.AuditLogConfig{}, t.TempDir(), nil)
+	if err != nil || l != nil {
+		t.Fatalf("disabled: %v %v", l, err)
+	}
+	l.Write(Entry{Outcome: "ok"}) // a nil log is a no-op
+	if lines, err := l.Tail(10); err != nil || len(lines) != 0 {
+		t.Fatalf("tail of nil: %v %v", lines, err)
+	}
+}
+
+// TestRotatesBySizeAndTailsAcrossFiles: with a 1 MB limit the file rotates,
+// at most max_files rotated files stay, every line is whole JSON and Tail
+// reads back across the rotation, oldest first.
+func TestRotatesBySizeAndTailsAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(config.AuditLogConfig{Enabled: true, File: "audit.log", MaxSizeMB: 1, MaxFiles: 2}, dir, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	route := "/api/v1/workboard/tasks/:id/run" + strings.Repeat("x", 400)
+	const n = 8000 // ~3.7 MB of lines: rotates three times
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/4; i++ {
+				l.Write(Entry{Kind: KindAPI, Subject: "admin", Method: "POST", Route: route, Outcome: "ok", Status: 202})
+			}
+		}()
+	}
+	wg.Wait()
+	files, _ := filepath.Glob(filepath.Join(dir, "audit.log*"))
+	if len(files) != 3 {
+		t.Fatalf("files %v, want audit.log, .1, .2", files)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "audit.log.3")); err == nil {
+		t.Fatal("more rotated files than max_files")
+	}
+	for _, f := range files {
+		st, _ := os.Stat(f)
+		if st.Size() > 1<<20 {
+			t.Fatalf("%s is %d bytes, over the limit", f, st.Size())
+		}
+		raw, _ := os.ReadFile(f)
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var e Entry
+			if err := json.Unmarshal([]byte(line), &e); err != nil || e.Outcome != "ok" || e.Time.IsZero() {
+				t.Fatalf("%s: bad line %q: %v", f, line, err)
+			}
+		}
+	}
+	cur, _ := os.ReadFile(filepath.Join(dir, "audit.log"))
+	inCurrent := strings.Count(string(cur), "\n")
+	lines, err := l.Tail(inCurrent + 10)
+	if err != nil || len(lines) != inCurrent+10 {
+		t.Fatalf("tail: %d lines, %v", len(lines), err)
+	}
+	for _, line := range lines {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("tail line %q", line)
+		}
+	}
+}

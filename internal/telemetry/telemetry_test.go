@@ -1,0 +1,176 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/agentryhq/agentry/dev/otlpcollector"
+	"github.com/agentryhq/agentry/internal/config"
+)
+
+func TestUnknownExporterNamesTheKey(t *testing.T) {
+	_, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "jaeger"}, "test", nil)
+	if err == nil || !strings.Contains(err.Error(), "telemetry.exporter") || !strings.Contains(err.Error(), "jaeger") {
+		t.Fatalf("err %v", err)
+	}
+	if err := config.Validate(&config.Config{Telemetry: config.TelemetryConfig{Exporter: "jaeger"}}); err == nil ||
+		!strings.Contains(err.Error(), "telemetry.exporter") {
+		t.Fatalf("validate: %v", err)
+	}
+}
+
+func TestEndpointURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"collector:4318":                     "http://collector:4318/v1/traces",
+		"http://collector:4318":              "http://collector:4318/v1/traces",
+		"https://otlp.example.com/v1/traces": "https://otlp.example.com/v1/traces",
+		"https://otlp.example.com/custom":    "https://otlp.example.com/custom",
+	} {
+		if got, err := endpointURL(in, "/v1/traces"); err != nil || got != want {
+			t.Errorf("%s: %s %v, want %s", in, got, err, want)
+		}
+	}
+	if _, err := endpointURL("ftp://x", "/v1/traces"); err == nil {
+		t.Error("ftp accepted")
+	}
+}
+
+// TestOTLPHTTPExportToARealReceiver sends spans over OTLP/HTTP (protobuf)
+// to the dev collector on loopback: names, attributes, the service name
+// and the configured headers arrive.
+func TestOTLPHTTPExportToARealReceiver(t *testing.T) {
+	col, err := otlpcollector.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer col.Close()
+	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp", Endpoint: col.URL(), ServiceName: "agentry-test",
+		Headers: map[string]string{"X-Api-Key": "collector-key"}}, "v1.2.3", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, parent := Tracer().Start(context.Background(), "POST /api/v1/chat")
+	_, child := Tracer().Start(ctx, "chat llama3.2")
+	child.SetAttributes(attribute.String("gen_ai.request.model", "llama3.2"), attribute.Int64("gen_ai.usage.input_tokens", 12))
+	child.End()
+	parent.End()
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]otlpcollector.Span{}
+	for _, s := range col.Spans() {
+		got[s.Name] = s
+	}
+	c, p := got["chat llama3.2"], got["POST /api/v1/chat"]
+	if c.Service != "agentry-test" || c.Attributes["gen_ai.request.model"] != "llama3.2" || c.Attributes["gen_ai.usage.input_tokens"] != "12" ||
+		c.TraceID != p.TraceID || c.ParentSpanID != p.SpanID || p.TraceID == "" {
+		t.Fatalf("received %+v", col.Spans())
+	}
+	if h := col.Headers(); len(h) == 0 || h[0].Get("X-Api-Key") != "collector-key" {
+		t.Fatalf("headers %v", h)
+	}
+	otel.SetTracerProvider(sdktrace.NewTracerProvider()) // leave no exporter behind
+}
+
+// TestUnreachableCollectorDropsCountsAndWarnsOnce: exports to a closed
+// port fail; the spans are counted as dropped and one warning is logged
+// however many batches fail.
+func TestUnreachableCollectorDropsCountsAndWarnsOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens here now
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	before := testutil.ToFloat64(spansDropped.WithLabelValues("export_failed"))
+	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp", Endpoint: addr}, "test", log)
+	if err != nil {
+		t.Fatalf("an unreachable endpoint must not fail the start: %v", err)
+	}
+	for batch := 0; batch < 3; batch++ {
+		for i := 0; i < 10; i++ {
+			_, s := Tracer().Start(context.Background(), "request")
+			s.End()
+		}
+		if err := tr.queue.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.Shutdown(context.Background())
+	if got := testutil.ToFloat64(spansDropped.WithLabelValues("export_failed")) - before; got != 30 {
+		t.Fatalf("dropped %v spans, want 30", got)
+	}
+	if n := strings.Count(logs.String(), "exporting spans failed"); n != 1 {
+		t.Fatalf("%d warnings, want 1:\n%s", n, logs.String())
+	}
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
+}
+
+// blockingExporter never finishes an export until released.
+type blockingExporter struct{ release chan struct{} }
+
+func (b blockingExporter) ExportSpans(ctx context.Context, _ []sdktrace.ReadOnlySpan) error {
+	select {
+	case <-b.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (blockingExporter) Shutdown(context.Context) error { return nil }
+
+// TestFullQueueDropsInsteadOfBlocking: with an export hanging, ending
+// more spans than the queue holds returns at once and counts the excess.
+func TestFullQueueDropsInsteadOfBlocking(t *testing.T) {
+	exp := blockingExporter{release: make(chan struct{})}
+	p := newBoundedProcessor(exp, 8, slog.New(slog.DiscardHandler))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(p))
+	before := testutil.ToFloat64(spansDropped.WithLabelValues("queue_full"))
+	const n = batchSize + 100
+	for i := 0; i < n; i++ {
+		_, s := tp.Tracer("t").Start(context.Background(), "s")
+		s.End()
+	}
+	// The run loop holds at most one batch and the queue 8 spans; the
+	// rest must have been dropped, not waited for.
+	if got := testutil.ToFloat64(spansDropped.WithLabelValues("queue_full")) - before; got < n-batchSize-8 {
+		t.Fatalf("dropped %v, want at least %d", got, n-batchSize-8)
+	}
+	close(exp.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
