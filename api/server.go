@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"strings"
@@ -42,6 +43,9 @@ type Deps struct {
 	Features []Feature
 	// Audit receives the audit lines (nil: runtime.audit_log is off).
 	Audit *audit.Log
+	// Console is the operator console's file tree, served at / and
+	// /console/*; nil serves none (server.gui off).
+	Console fs.FS
 }
 
 // Feature is a group of routes with its own service.
@@ -91,6 +95,9 @@ func New(d Deps) *Server {
 	}
 	s.app.Get("/health", s.health)
 	s.registerMetrics()
+	if d.Console != nil {
+		s.mountConsole(d.Console)
+	}
 	v1 := s.app.Group(Prefix, s.authenticate)
 	v1.Get("/whoami", s.whoami)
 	v1.Get("/logs/audit", s.auditTail)

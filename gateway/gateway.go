@@ -25,6 +25,7 @@ import (
 	"github.com/agentryhq/agentry/internal/audit"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/console"
 	"github.com/agentryhq/agentry/internal/logbuf"
 	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/internal/temporalconn"
@@ -142,7 +143,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 			return g, err
 		}
 	}
-	g.api = api.New(api.Deps{
+	deps := api.Deps{
 		Config:   cfg,
 		Auth:     authn,
 		Logger:   log,
@@ -150,7 +151,11 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 		Health:   g.healthChecks(),
 		Features: g.services.Features(),
 		Audit:    g.audit,
-	})
+	}
+	if cfg.Server.GUIEnabled() {
+		deps.Console = console.Assets()
+	}
+	g.api = api.New(deps)
 	go func() { g.serveErr <- g.api.Serve(g.ln) }()
 	log.Info("gateway listening", "addr", "http://"+g.ln.Addr().String(), "workspace", cfg.Workspace.Root, "config", cfg.Path)
 	return g, nil

@@ -49,12 +49,14 @@ type ServerConfig struct {
 	Port   int    `yaml:"port" env:"PORT"`
 	APIKey string `yaml:"api_key,omitempty" env:"API_KEY"`
 	// MaxBodyBytes bounds every request body; larger bodies get 413.
-	MaxBodyBytes    int            `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
-	ShutdownTimeout time.Duration  `yaml:"shutdown_timeout" env:"SHUTDOWN_TIMEOUT"`
-	TLS             TLSConfig      `yaml:"tls" env:", prefix=TLS_"`
-	CORS            CORSConfig     `yaml:"cors" env:", prefix=CORS_"`
-	GUI             bool           `yaml:"gui" env:"GUI"`
-	Extra           map[string]any `yaml:",inline"`
+	MaxBodyBytes    int           `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" env:"SHUTDOWN_TIMEOUT"`
+	TLS             TLSConfig     `yaml:"tls" env:", prefix=TLS_"`
+	CORS            CORSConfig    `yaml:"cors" env:", prefix=CORS_"`
+	// GUI serves the operator console at /. Unset (nil) means on when Host
+	// is a loopback address and off otherwise; see GUIEnabled.
+	GUI   *bool          `yaml:"gui,omitempty" env:"GUI"`
+	Extra map[string]any `yaml:",inline"`
 }
 
 // TLSConfig turns on HTTPS with a certificate pair.
@@ -365,13 +367,16 @@ type ReconciliationProviderConfig struct {
 // TemporalConfig selects the embedded Temporal server or an external cluster.
 type TemporalConfig struct {
 	// Address of an external cluster (host:port). Empty starts the embedded server.
-	Address   string                 `yaml:"address,omitempty" env:"ADDRESS"`
-	Namespace string                 `yaml:"namespace" env:"NAMESPACE"`
-	TaskQueue string                 `yaml:"task_queue" env:"TASK_QUEUE"`
-	APIKey    string                 `yaml:"api_key,omitempty" env:"API_KEY"`
-	TLS       TLSConfig              `yaml:"tls" env:", prefix=TLS_"`
-	Embedded  EmbeddedTemporalConfig `yaml:"embedded" env:", prefix=EMBEDDED_"`
-	Worker    WorkerConfig           `yaml:"worker" env:", prefix=WORKER_"`
+	Address   string    `yaml:"address,omitempty" env:"ADDRESS"`
+	Namespace string    `yaml:"namespace" env:"NAMESPACE"`
+	TaskQueue string    `yaml:"task_queue" env:"TASK_QUEUE"`
+	APIKey    string    `yaml:"api_key,omitempty" env:"API_KEY"`
+	TLS       TLSConfig `yaml:"tls" env:", prefix=TLS_"`
+	// UIURL is the Temporal Web UI's address for links (the console's run
+	// panel); empty: the embedded UI's, when it runs.
+	UIURL    string                 `yaml:"ui_url,omitempty" env:"UI_URL"`
+	Embedded EmbeddedTemporalConfig `yaml:"embedded" env:", prefix=EMBEDDED_"`
+	Worker   WorkerConfig           `yaml:"worker" env:", prefix=WORKER_"`
 }
 
 // EmbeddedTemporalConfig is the in-process Temporal server.
