@@ -71,23 +71,19 @@ func routeTemplate(c *fiber.Ctx) string {
 // request (Fiber's c.Method() is backed by a reused buffer). Metric labels
 // keep it, and unknown methods share one label.
 func methodName(m string) string {
-	switch m {
-	case fiber.MethodGet:
-		return fiber.MethodGet
-	case fiber.MethodPost:
-		return fiber.MethodPost
-	case fiber.MethodPut:
-		return fiber.MethodPut
-	case fiber.MethodPatch:
-		return fiber.MethodPatch
-	case fiber.MethodDelete:
-		return fiber.MethodDelete
-	case fiber.MethodHead:
-		return fiber.MethodHead
-	case fiber.MethodOptions:
-		return fiber.MethodOptions
+	if known, ok := methods[m]; ok {
+		return known
 	}
 	return "OTHER"
+}
+
+var methods = map[string]string{}
+
+func init() {
+	for _, m := range []string{fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodPatch, fiber.MethodDelete,
+		fiber.MethodHead, fiber.MethodOptions} {
+		methods[m] = m
+	}
 }
 
 // fiberCarrier reads propagation headers from a Fiber request.
@@ -152,7 +148,7 @@ var metricsHandler = adaptor.HTTPHandler(telemetry.Handler())
 // is false.
 func (s *Server) registerMetrics() {
 	c := s.deps.Config
-	if c != nil && c.Telemetry.Metrics.Enabled != nil && !*c.Telemetry.Metrics.Enabled {
+	if c != nil && !c.Telemetry.Metrics.Enabled {
 		return
 	}
 	if c != nil && c.Telemetry.Metrics.Public {

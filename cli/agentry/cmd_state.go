@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentryhq/agentry/internal/client"
 )
 
 func (a *App) memoryCommand() *cobra.Command {
@@ -122,16 +124,7 @@ func (a *App) logsCommand() *cobra.Command {
 					return err
 				}
 				l, err := c.AuditLog(cmd.Context(), max(lines, 1))
-				if err != nil {
-					return err
-				}
-				if a.jsonOut {
-					return printJSON(a.Stdout, l.RawJSON())
-				}
-				for _, line := range l.Lines {
-					fmt.Fprintln(a.Stdout, line)
-				}
-				return nil
+				return a.printLogLines(l, err)
 			}
 			if !follow {
 				c, err := a.client(0)
@@ -139,16 +132,7 @@ func (a *App) logsCommand() *cobra.Command {
 					return err
 				}
 				l, err := c.Logs(cmd.Context(), max(lines, 1))
-				if err != nil {
-					return err
-				}
-				if a.jsonOut {
-					return printJSON(a.Stdout, l.RawJSON())
-				}
-				for _, line := range l.Lines {
-					fmt.Fprintln(a.Stdout, line)
-				}
-				return nil
+				return a.printLogLines(l, err)
 			}
 			c, err := a.client(0)
 			if err != nil {
@@ -175,6 +159,20 @@ func (a *App) logsCommand() *cobra.Command {
 	cmd.Flags().IntVarP(&lines, "lines", "n", 200, "how many recent lines to print first")
 	cmd.Flags().BoolVar(&auditLog, "audit", false, "print the audit log (runtime.audit_log): one JSON object per line")
 	return cmd
+}
+
+// printLogLines prints log or audit lines, one a line (--json: the answer).
+func (a *App) printLogLines(l *client.LogLines, err error) error {
+	if err != nil {
+		return err
+	}
+	if a.jsonOut {
+		return printJSON(a.Stdout, l.RawJSON())
+	}
+	for _, line := range l.Lines {
+		fmt.Fprintln(a.Stdout, line)
+	}
+	return nil
 }
 
 // shortDuration prints a latency readably.

@@ -273,7 +273,7 @@ type TelemetryConfig struct {
 	ServiceName string            `yaml:"service_name,omitempty" env:"SERVICE_NAME"`
 	// SampleRatio is the share of new traces recorded, 0..1 [1]. A trace
 	// started by a caller (traceparent header) keeps the caller's decision.
-	SampleRatio *float64 `yaml:"sample_ratio,omitempty" env:"SAMPLE_RATIO"`
+	SampleRatio float64 `yaml:"sample_ratio" env:"SAMPLE_RATIO"`
 	// CaptureContent records prompts, replies and tool arguments on spans.
 	// Off by default: spans then carry sizes, counts and ids only.
 	CaptureContent bool          `yaml:"capture_content,omitempty" env:"CAPTURE_CONTENT"`
@@ -283,7 +283,7 @@ type TelemetryConfig struct {
 // MetricsConfig is GET /metrics.
 type MetricsConfig struct {
 	// Enabled serves /metrics [true].
-	Enabled *bool `yaml:"enabled,omitempty" env:"ENABLED"`
+	Enabled bool `yaml:"enabled" env:"ENABLED"`
 	// Public serves /metrics without the API key.
 	Public bool `yaml:"public,omitempty" env:"PUBLIC"`
 	// Listen is an extra address (host:port) serving only /metrics, without

@@ -49,5 +49,6 @@ func Defaults() Config {
 			Worker:    WorkerConfig{Enabled: true},
 		},
 		Workboard: WorkboardConfig{Enabled: true},
+		Telemetry: TelemetryConfig{SampleRatio: 1, Metrics: MetricsConfig{Enabled: true}},
 	}
 }

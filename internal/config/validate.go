@@ -97,8 +97,8 @@ func validateTelemetry(c *Config, bad func(key, format string, args ...any)) {
 	if !slices.Contains([]string{"", "none", "otlp", "otlp-http", "otlp-grpc", "stdout"}, t.Exporter) {
 		bad("telemetry.exporter", "unknown exporter %q (use otlp, otlp-grpc, stdout or none)", t.Exporter)
 	}
-	if r := t.SampleRatio; r != nil && (*r < 0 || *r > 1) {
-		bad("telemetry.sample_ratio", "%v is not between 0 and 1", *r)
+	if r := t.SampleRatio; r < 0 || r > 1 {
+		bad("telemetry.sample_ratio", "%v is not between 0 and 1", r)
 	}
 	if a := c.Runtime.AuditLog; a.Format != "" && a.Format != "json" {
 		bad("runtime.audit_log.format", "unknown format %q (use json)", a.Format)

@@ -84,10 +84,7 @@ func Setup(ctx context.Context, cfg config.TelemetryConfig, version string, log 
 		name = "agentry"
 	}
 	res := resource.NewWithAttributes("", attribute.String("service.name", name), attribute.String("service.version", version))
-	ratio := 1.0
-	if cfg.SampleRatio != nil {
-		ratio = *cfg.SampleRatio
-	}
+	ratio := cfg.SampleRatio
 	queue := newBoundedProcessor(exp, DefaultQueueSize, log)
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),

@@ -56,7 +56,7 @@ func TestOTLPHTTPExportToARealReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer col.Close()
-	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp", Endpoint: col.URL(), ServiceName: "agentry-test",
+	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp", Endpoint: col.URL(), ServiceName: "agentry-test", SampleRatio: 1,
 		Headers: map[string]string{"X-Api-Key": "collector-key"}}, "v1.2.3", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestUnreachableCollectorDropsCountsAndWarnsOnce(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	before := testutil.ToFloat64(spansDropped.WithLabelValues("export_failed"))
-	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp", Endpoint: addr}, "test", log)
+	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp", Endpoint: addr, SampleRatio: 1}, "test", log)
 	if err != nil {
 		t.Fatalf("an unreachable endpoint must not fail the start: %v", err)
 	}
@@ -173,4 +173,22 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestDefaultsSurviveTheEnvironment: the defaults record every trace and
+// serve /metrics, also after the AGENTRY_* environment is applied.
+func TestDefaultsSurviveTheEnvironment(t *testing.T) {
+	env := func(k string) (string, bool) {
+		if k == "AGENTRY_TELEMETRY_EXPORTER" {
+			return "otlp", true
+		}
+		return "", false
+	}
+	cfg := config.Defaults()
+	if err := config.ApplyEnv(context.Background(), &cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Telemetry.Exporter != "otlp" || cfg.Telemetry.SampleRatio != 1 || !cfg.Telemetry.Metrics.Enabled {
+		t.Fatalf("telemetry after env: %+v", cfg.Telemetry)
+	}
 }
