@@ -192,6 +192,7 @@ func (s *Services) adminFeatures() []api.Feature {
 		&api.MemoryFeature{Store: s.gw.Store},
 		&api.SecretsFeature{Secrets: s.Secrets},
 		&api.DiagnosticsFeature{Router: s.Router},
+		&api.AgentPackagesFeature{Packages: s.packageService()},
 	}
 	if s.gw.Logs != nil {
 		fs = append(fs, &api.LogsFeature{Logs: s.gw.Logs})

@@ -182,7 +182,7 @@ func (a *App) agentCommand() *cobra.Command {
 			return nil
 		},
 	}
-	return group("agent", "Manage agents", list, get, create, validate, enable, disable, trigger, del)
+	return group("agent", "Manage agents", list, get, create, validate, enable, disable, trigger, del, a.agentPackageCommand())
 }
 
 func (a *App) printAgent(ag *client.Agent) {

@@ -104,6 +104,8 @@ server.api_key or the workspace's generated key).`,
 		a.doctorCommand(),
 		a.evalCommand(),
 		a.webhookCommand(),
+		a.registryCommand(),
+		a.pullCommand(),
 	)
 	return root
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -89,6 +90,7 @@ func Validate(c *Config) error {
 		}
 	}
 	validateTelemetry(c, bad)
+	validateRegistries(c.Registries, bad)
 	return errors.Join(errs...)
 }
 
@@ -105,6 +107,36 @@ func validateTelemetry(c *Config, bad func(key, format string, args ...any)) {
 	}
 	if a := c.Runtime.AuditLog; a.MaxSizeMB < 0 || a.MaxFiles < 0 {
 		bad("runtime.audit_log", "max_size_mb and max_files must not be negative")
+	}
+}
+
+// validateRegistries checks the registries: entries (docs/registry.md).
+func validateRegistries(regs []RegistryConfig, bad func(key, format string, args ...any)) {
+	seen := map[string]bool{}
+	for i, r := range regs {
+		key := fmt.Sprintf("registries[%d]", i)
+		if r.ID == "" {
+			bad(key+".id", "is required")
+		} else if seen[r.ID] {
+			bad(key+".id", "%q is used twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Type != "" && r.Type != "agentry" && r.Type != "github" {
+			bad(key+".type", "unknown type %q (use agentry or github)", r.Type)
+		}
+		if r.BaseURL == "" && r.Type != "github" {
+			bad(key+".base_url", "is required")
+		} else if r.BaseURL != "" {
+			if u, err := url.Parse(r.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(key+".base_url", "%q is not an http(s) URL", r.BaseURL)
+			}
+		}
+		if r.Priority < 0 {
+			bad(key+".priority", "must not be negative")
+		}
+		if k, err := hex.DecodeString(r.SigningKey); r.SigningKey != "" && (err != nil || len(k) != 32) {
+			bad(key+".signing_key", "is not a hex Ed25519 public key (64 hex digits)")
+		}
 	}
 }
 
