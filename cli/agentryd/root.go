@@ -31,7 +31,7 @@ func NewRootCommand(version string) *cobra.Command {
 			return runGateway(cmd.Context(), version, cmd.ErrOrStderr())
 		},
 	}
-	root.AddCommand(newWorkerCommand(), newDevCommand(), newTokenCommand(), newRegistryCommand())
+	root.AddCommand(newWorkerCommand(), newDevCommand(), newTokenCommand(), newRegistryCommand(), newBuildCommand(version), newDriversCommand())
 	return root
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentryhq/agentry/drivers"
 )
 
 // Triggers of an agent besides manual use (chat, task runs).
@@ -218,8 +220,8 @@ func (d *Definition) validate() []FieldError {
 		bad("llm.model", "%q is not in llm.allowed_models", d.LLM.Model)
 	}
 	for _, b := range d.Builtins {
-		if !slices.Contains(KnownBuiltins, b) {
-			bad("builtins", "unknown builtin %q (known: %s)", b, strings.Join(KnownBuiltins, ", "))
+		if _, driver := drivers.LookupTool(b); !slices.Contains(KnownBuiltins, b) && !driver {
+			bad("builtins", "unknown builtin %q (known: %s, and the tools of drivers built in with agentryd build --with)", b, strings.Join(KnownBuiltins, ", "))
 		}
 	}
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentryhq/agentry/drivers"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/telemetry"
@@ -45,6 +46,8 @@ func ToolsFor(builtins []string) []llm.Tool {
 	for _, b := range builtins {
 		if t, ok := builtinTools[b]; ok {
 			out = append(out, t)
+		} else if d, ok := drivers.LookupTool(b); ok {
+			out = append(out, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
 		}
 	}
 	return out
@@ -112,7 +115,14 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 	case "http_get":
 		res, err = t.httpGet(ctx, call.Arguments)
 	default:
-		return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
+		d, ok := drivers.LookupTool(call.Name)
+		if !ok {
+			return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
+		}
+		// A driver tool (agentryd build --with): its text is the result.
+		var out string
+		out, err = d.Run(ctx, call.Arguments)
+		res = ToolResult{Content: out}
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
