@@ -120,9 +120,7 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 			return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
 		}
 		// A driver tool (agentryd build --with): its text is the result.
-		var out string
-		out, err = d.Run(ctx, call.Arguments)
-		res = ToolResult{Content: out}
+		res, err = runDriverTool(ctx, d, call.Arguments)
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -131,6 +129,18 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		return ToolResult{Content: err.Error(), IsError: true}, nil
 	}
 	return res, nil
+}
+
+// runDriverTool runs a driver's tool; a panic in driver code becomes a
+// failed tool call instead of taking the gateway down.
+func runDriverTool(ctx context.Context, d drivers.Tool, args json.RawMessage) (res ToolResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = ToolResult{}, fmt.Errorf("tool %s failed: %v", d.Name, p)
+		}
+	}()
+	out, err := d.Run(ctx, args)
+	return ToolResult{Content: out}, err
 }
 
 // ConfinedPath resolves rel inside root, refusing absolute paths, ".."
