@@ -141,7 +141,9 @@ func (b *builder) run(ctx context.Context) error {
 	if err := writeWorkModule(work, src, mods); err != nil {
 		return err
 	}
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	// -mod=mod lets go get and go build add the drivers' requirements;
+	// the caller's GOFLAGS (-race, -tags ...) are kept.
+	env := append(os.Environ(), "GOFLAGS="+strings.TrimSpace("-mod=mod "+os.Getenv("GOFLAGS")), "GOWORK=off")
 	step := func(msg string) { fmt.Fprintf(b.stderr, "==> %s\n", msg) }
 	for _, m := range mods {
 		if strings.HasPrefix(m.path, agentryModule+"/") || m.path == agentryModule {
