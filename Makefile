@@ -9,7 +9,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # to race-check, so it runs without.
 NORACE   := ./internal/temporalserver/...
 
-.PHONY: run test build build-slim vet fmt bench load clean
+.PHONY: run test build build-slim vet workflowcheck replay-record fmt bench load clean
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentryd
@@ -26,9 +26,19 @@ build-slim:
 vet:
 	$(GO) vet ./...
 
-test: vet
+test: vet workflowcheck
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /internal/temporalserver)
 	$(GO) test -count=1 -timeout 10m $(NORACE)
+
+# Non-deterministic calls (clocks, randomness, goroutines, map ranges) in
+# workflow code; the tool is pinned by the tool directive in go.mod.
+workflowcheck:
+	$(GO) tool workflowcheck ./workflows/...
+
+# Re-record the replay tests' histories from real runs (embedded Temporal,
+# fake LLM) after a workflow change; see docs/decisions.md first.
+replay-record:
+	$(GO) test -count=1 -run TestRecord ./workflows/replay -update
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -150,7 +150,15 @@ func migrate(ctx context.Context, s *Store, models []any, steps []dataMigration)
 			return fmt.Errorf("database schema version %d is newer than this Agentry supports (%d); upgrade Agentry or use another database", current, latest)
 		}
 		if len(models) > 0 {
-			if err := tx.AutoMigrate(models...); err != nil {
+			autoMigrate := func() error { return tx.AutoMigrate(models...) }
+			if s.Driver == DriverSQLite {
+				// GORM may rebuild a table, which would reset its id
+				// sequence (see sequences.go).
+				err := keepSQLiteSequences(tx, autoMigrate)
+				if err != nil {
+					return fmt.Errorf("auto-migrate models: %w", err)
+				}
+			} else if err := autoMigrate(); err != nil {
 				return fmt.Errorf("auto-migrate models: %w", err)
 			}
 		}
