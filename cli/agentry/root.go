@@ -104,6 +104,7 @@ server.api_key or the workspace's generated key).`,
 		a.doctorCommand(),
 		a.evalCommand(),
 		a.webhookCommand(),
+		a.costsCommand(),
 	)
 	return root
 }
