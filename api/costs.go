@@ -222,7 +222,7 @@ func (f *CostsFeature) status(c *fiber.Ctx) error {
 
 // callOutcomes are the accepted outcome filters of GET /costs/calls.
 var callOutcomes = []string{models.OutcomePending, models.OutcomeSucceeded, models.OutcomeFailed, models.OutcomeIncomplete,
-	models.OutcomeCancelled, models.OutcomeTimeout, models.OutcomeRejected, models.OutcomeExpired}
+	models.OutcomeCancelled, models.OutcomeTimeout, models.OutcomeRejected, models.OutcomeExpired, models.OutcomeUnsettled}
 
 // calls lists ledger rows (prompt-free): newest first, filtered by call_id,
 // run_id, session_id, agent_id, subject, outcome, from, to.

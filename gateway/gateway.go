@@ -217,13 +217,18 @@ func effectiveAPIKey(cfg *config.Loaded, notice io.Writer) (string, error) {
 }
 
 func (g *Gateway) healthChecks() map[string]api.HealthCheck {
-	return map[string]api.HealthCheck{
+	checks := map[string]api.HealthCheck{
 		"database": g.Store.Ping,
 		"temporal": func(ctx context.Context) error {
 			_, err := g.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
 		},
 	}
+	if g.services != nil && g.services.Costs != nil {
+		// Spec cost rule 13: attribution below 100% is a failing check.
+		checks["costs"] = g.services.Costs.CheckAttribution
+	}
+	return checks
 }
 
 // Addr is the HTTP listen address (host:port).

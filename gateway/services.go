@@ -18,10 +18,12 @@ import (
 	"github.com/agentryhq/agentry/internal/events"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/webhook"
+	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/worker"
 )
 
@@ -57,6 +59,10 @@ type Services struct {
 	Deliveries *delivery.Service
 	// Schedules keeps the cron agents' Temporal Schedules in sync.
 	Schedules *schedules.Manager
+	// Reconcile imports provider usage exports and compares them with the
+	// ledger; Reconciler keeps its Schedule and starts on-demand runs.
+	Reconcile  *reconcile.Service
+	Reconciler *reconcile.Scheduler
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -89,6 +95,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.AgentFiles = agent.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
 	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())
 	s.addWorkboard()
+	s.addReconciliation(bg)
 	if err := s.addDelivery(bg); err != nil {
 		cancel()
 		return nil, err
@@ -124,6 +131,20 @@ func (s *Services) addDelivery(bg context.Context) error {
 		(&delivery.Hooks{Hooks: hooks, Events: s.Events, Store: g.Store, Deliveries: s.Deliveries, Log: s.log}).Run(bg)
 	}
 	return nil
+}
+
+// addReconciliation wires reconciliation (spec cost rule 12): the service
+// behind the Reconcile workflow's activities, its part of GET /costs/status,
+// and the Schedule (kept in step with costs.reconciliation at start).
+func (s *Services) addReconciliation(bg context.Context) {
+	cfg, g := s.gw.Config, s.gw
+	rc := &cfg.Costs.Reconciliation
+	s.Reconcile = &reconcile.Service{Config: rc, Store: g.Store, Events: s.Events, Log: s.log}
+	s.Costs.SetReconciliation(s.Reconcile.Report)
+	s.Reconciler = &reconcile.Scheduler{Client: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log, Service: s.Reconcile,
+		Enabled: rc.Enabled && len(rc.Providers) > 0, Interval: rc.Interval}
+	s.worker.AddActivities(&activities.ReconcileActivities{Service: s.Reconcile})
+	go s.Reconciler.Run(bg)
 }
 
 // addWorkboard wires the event stream, task runs and the TaskRun worker
@@ -173,6 +194,7 @@ func (s *Services) Features() []api.Feature {
 		&api.ChatFeature{Chat: s.Chat},
 		&api.ConfigFeature{Config: s.gw.Config},
 		&api.CostsFeature{Costs: s.Costs},
+		&api.ReconciliationFeature{Runner: s.Reconciler, Store: s.gw.Store, Logger: s.log},
 		&api.WorkboardFeature{Enabled: s.gw.Config.Workboard.Enabled, Store: s.gw.Store, Runs: s.TaskRuns, Events: s.Events,
 			ArtifactsDir: s.gw.Config.Workspace.ArtifactsDir(), Logger: s.log},
 		&api.EventsFeature{Bus: s.Events},
@@ -217,6 +239,11 @@ func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, bus *even
 		OnAlert: func(ctx context.Context, a costs.Alert) {
 			if _, err := bus.Publish(ctx, a.Event()); err != nil {
 				log.Warn("publish cost budget alert", "err", err)
+			}
+		},
+		OnEvent: func(ctx context.Context, ev *models.Event) {
+			if _, err := bus.Publish(ctx, ev); err != nil {
+				log.Warn("publish cost event", "type", ev.Type, "err", err)
 			}
 		},
 	})

@@ -46,12 +46,20 @@ const (
 	// OutcomeExpired: the call was never settled (gateway crash); its
 	// reservation was released by the reaper after reservation_ttl.
 	OutcomeExpired = "expired"
+	// OutcomeUnsettled: the call's reservation lapsed without a settlement
+	// (a crash mid-call). It may have reached the provider, so it is priced
+	// at its reserved worst case (pricing_status estimated) and counts
+	// against budgets until a late settlement or reconciliation corrects it.
+	OutcomeUnsettled = "unsettled"
 )
 
 // Pricing statuses of a ledger row.
 const (
 	PricingPriced  = "priced"
 	PricingUnknown = "unknown"
+	// PricingEstimated: the cost is the reserved worst case of an
+	// unsettled call, not a measured usage.
+	PricingEstimated = "estimated"
 )
 
 // MicrosPerUSD converts micro-dollars to dollars.
@@ -129,6 +137,15 @@ type LedgerEntry struct {
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	UpdatedAt  time.Time  `json:"updated_at"`
+
+	// EstimatedCostMicros is the part of CostMicros that is the reserved
+	// worst case of an unsettled admission (EstimateAdmission); a late
+	// settlement of that admission replaces it with the real cost.
+	// ReplacedEstimateMicros is what the last settlement replaced (the
+	// settlement moves it off the budget counters).
+	EstimatedCostMicros    int64  `gorm:"not null;default:0" json:"estimated_cost_micros"`
+	EstimateAdmission      string `gorm:"size:64;not null;default:''" json:"-"`
+	ReplacedEstimateMicros int64  `gorm:"not null;default:0" json:"-"`
 
 	// SettledAdmission is the id of the last admission settled on this row;
 	// it makes a repeated settlement of one admission a no-op.
@@ -295,7 +312,7 @@ func NewCostLedger(ctx context.Context, s *Store) (*CostLedger, error) {
 		n = PostgresLedgerWriters
 	}
 	l := &CostLedger{Store: s, db: db, stmts: map[string]*sql.Stmt{}, writers: make(chan struct{}, max(n, 1))}
-	queries := []string{upsertPendingSQL, insertReservationSQL, reserveSQL, settleOneSQL, settleLedgerSQL,
+	queries := []string{upsertPendingSQL, insertReservationSQL, reserveSQL, settleOneSQL, settleReturningSQL,
 		releaseSQL, clampReservationSQL, clampLedgerSQL}
 	if s.Driver == DriverPostgres {
 		queries = append(queries, settlePostgresSQL, admitPostgresSQL, settleMarkPostgresSQL, applySettledPostgresSQL)
@@ -827,12 +844,20 @@ type SettleResult struct {
 	Pending bool
 	// Counters are the counters after the settlement, in key order.
 	Counters []CounterValue
+	// replaced is the unsettled estimate the settlement replaced.
+	replaced int64
 }
 
 const settleLedgerSQL = `UPDATE cost_ledger SET outcome = ?, error_kind = ?, finish_reason = ?, attempts = attempts + ?,
 input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cached_input_tokens = cached_input_tokens + ?,
 cache_creation_tokens = cache_creation_tokens + ?, reasoning_tokens = reasoning_tokens + ?, tool_use_prompt_tokens = tool_use_prompt_tokens + ?,
-cost_micros = cost_micros + ?, cost_usd = (cost_micros + ?) / 1000000.0, finished_at = ?, updated_at = ?, settled_admission = ?,
+cost_micros = cost_micros + ? - CASE WHEN estimate_admission = ? THEN estimated_cost_micros ELSE 0 END,
+cost_usd = (cost_micros + ? - CASE WHEN estimate_admission = ? THEN estimated_cost_micros ELSE 0 END) / 1000000.0,
+replaced_estimate_micros = CASE WHEN estimate_admission = ? THEN estimated_cost_micros ELSE 0 END,
+estimated_cost_micros = CASE WHEN estimate_admission = ? THEN 0 ELSE estimated_cost_micros END,
+pricing_status = CASE WHEN estimate_admission = ? AND pricing_status = 'estimated' THEN 'priced' ELSE pricing_status END,
+estimate_admission = CASE WHEN estimate_admission = ? THEN '' ELSE estimate_admission END,
+finished_at = ?, updated_at = ?, settled_admission = ?,
 usage_estimated = (usage_estimated OR ?),
 response_model = CASE WHEN ? = '' THEN response_model ELSE ? END,
 provider_request_id = CASE WHEN ? = '' THEN provider_request_id ELSE ? END,
@@ -842,7 +867,8 @@ WHERE call_id = ? AND settled_admission <> ?`
 func settleArgs(st Settlement, finished time.Time) []any {
 	return []any{st.Outcome, st.ErrorKind, st.FinishReason, st.Attempts,
 		st.InputTokens, st.OutputTokens, st.CachedInputTokens, st.CacheCreationTokens, st.ReasoningTokens, st.ToolUsePromptTokens,
-		st.CostMicros, st.CostMicros, finished, finished, st.AdmissionID, st.UsageEstimated,
+		st.CostMicros, st.AdmissionID, st.CostMicros, st.AdmissionID, st.AdmissionID, st.AdmissionID, st.AdmissionID, st.AdmissionID,
+		finished, finished, st.AdmissionID, st.UsageEstimated,
 		st.ResponseModel, st.ResponseModel, st.ProviderRequestID, st.ProviderRequestID,
 		st.ProviderRequestID, st.ProviderRequestID, st.ProviderRequestID,
 		st.CallID, st.AdmissionID}
@@ -853,7 +879,7 @@ func settleArgs(st Settlement, finished time.Time) []any {
 // record spend and release on the counters (locked in key order). It
 // returns whether the row changed, whether and how much was released, and
 // the counters after ("key spent reserved,...").
-var settlePostgresSQL = `WITH led AS (` + settleLedgerSQL + ` RETURNING 1
+var settlePostgresSQL = `WITH led AS (` + settleLedgerSQL + ` RETURNING replaced_estimate_micros
 ), rsv AS (
   DELETE FROM cost_reservations WHERE id = ?::text AND EXISTS (SELECT 1 FROM led) RETURNING amount_micros
 ), lk AS (
@@ -861,7 +887,7 @@ var settlePostgresSQL = `WITH led AS (` + settleLedgerSQL + ` RETURNING 1
     AND (SELECT COUNT(*) FROM rsv) >= 0 -- release the reservation before locking the counters
   ORDER BY counter_key FOR UPDATE
 ), upd AS (
-  UPDATE cost_budget_counters c SET spent_micros = c.spent_micros + ?::bigint,
+  UPDATE cost_budget_counters c SET spent_micros = c.spent_micros + ?::bigint - COALESCE((SELECT SUM(replaced_estimate_micros) FROM led), 0),
     reserved_micros = c.reserved_micros - COALESCE((SELECT SUM(amount_micros) FROM rsv), 0), updated_at = ?::timestamptz
   FROM lk WHERE c.counter_key = lk.counter_key
   RETURNING c.counter_key, c.spent_micros, c.reserved_micros
@@ -887,12 +913,18 @@ func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResul
 	}
 	err = l.inTx(ctx, func(tx *sql.Tx) error {
 		res = SettleResult{}
-		n, err := l.exec(ctx, tx, settleLedgerSQL, settleArgs(st, finished)...)
+		q, err := l.stmt(ctx, tx, settleReturningSQL)
 		if err != nil {
-			return fmt.Errorf("complete ledger row %s: %w", st.CallID, err)
+			return err
 		}
-		if n == 0 {
+		// replaced is the estimate of an unsettled admission this
+		// settlement replaces: it leaves the counters as the cost enters.
+		var replaced int64
+		switch err := q.QueryRowContext(ctx, settleArgs(st, finished)...).Scan(&replaced); {
+		case errors.Is(err, sql.ErrNoRows):
 			return nil // settled before: nothing to do twice
+		case err != nil:
+			return fmt.Errorf("complete ledger row %s: %w", st.CallID, err)
 		}
 		res.Applied = true
 		if st.ReservationID != "" {
@@ -907,10 +939,10 @@ func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResul
 				return fmt.Errorf("release reservation: %w", err)
 			}
 		}
-		if len(keys) == 0 || (st.CostMicros == 0 && res.ReleasedMicros == 0) {
+		if len(keys) == 0 || (st.CostMicros == replaced && res.ReleasedMicros == 0) {
 			return nil
 		}
-		cs, err := l.addToCounters(ctx, tx, keys, -res.ReleasedMicros, st.CostMicros, finished)
+		cs, err := l.addToCounters(ctx, tx, keys, -res.ReleasedMicros, st.CostMicros-replaced, finished)
 		if err != nil {
 			return err
 		}
@@ -920,15 +952,18 @@ func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResul
 	return res, err
 }
 
+// settleReturningSQL completes the row and returns the estimate it replaced.
+var settleReturningSQL = settleLedgerSQL + ` RETURNING replaced_estimate_micros`
+
 // settleMarkPostgresSQL completes the row and marks the reservation settled
 // with the call's cost, without touching the counters (ApplySettled moves
 // both to the counters in batches, off the hot row's critical path).
-var settleMarkPostgresSQL = `WITH led AS (` + settleLedgerSQL + ` RETURNING 1
+var settleMarkPostgresSQL = `WITH led AS (` + settleLedgerSQL + ` RETURNING replaced_estimate_micros
 ), rsv AS (
   UPDATE cost_reservations SET settled = TRUE, settled_cost_micros = ?::bigint
   WHERE id = ?::text AND NOT settled AND EXISTS (SELECT 1 FROM led) RETURNING amount_micros
 )
-SELECT (SELECT COUNT(*) FROM led), (SELECT COUNT(*) FROM rsv)`
+SELECT (SELECT COUNT(*) FROM led), (SELECT COUNT(*) FROM rsv), COALESCE((SELECT SUM(replaced_estimate_micros) FROM led), 0)`
 
 func (l *CostLedger) settlePostgres(ctx context.Context, st Settlement, keys []string, finished time.Time) (SettleResult, error) {
 	var res SettleResult
@@ -939,7 +974,7 @@ func (l *CostLedger) settlePostgres(ctx context.Context, st Settlement, keys []s
 		// settlement records itself on the counters at once (below).
 		args := append(settleArgs(st, finished), st.CostMicros, st.ReservationID)
 		var changed, marked int64
-		err := l.queryRetry(ctx, settleMarkPostgresSQL, args, &changed, &marked)
+		err := l.queryRetry(ctx, settleMarkPostgresSQL, args, &changed, &marked, &res.replaced)
 		if err != nil {
 			return res, fmt.Errorf("settle call %s: %w", st.CallID, err)
 		}
@@ -965,13 +1000,13 @@ func (l *CostLedger) settleCounters(ctx context.Context, st Settlement, keys []s
 	if applied {
 		// The row is complete already (a late settlement after the reaper):
 		// only the spend is left to record.
-		if len(keys) == 0 || st.CostMicros == 0 {
+		if len(keys) == 0 || st.CostMicros == res.replaced {
 			return res, nil
 		}
 		var cs []CounterValue
 		err = l.inTx(ctx, func(tx *sql.Tx) error {
 			var e error
-			cs, e = l.addToCounters(ctx, tx, keys, 0, st.CostMicros, finished)
+			cs, e = l.addToCounters(ctx, tx, keys, 0, st.CostMicros-res.replaced, finished)
 			return e
 		})
 		if err != nil {
@@ -1057,20 +1092,31 @@ func (l *CostLedger) ApplySettled(ctx context.Context, ids []string, at time.Tim
 	return parseCounters(after), nil
 }
 
+// priceUnsettledSQL prices a call whose reservation lapsed unsettled at the
+// reserved worst case. The row is marked unsettled/estimated only while it
+// is pending; a row a later admission already settled keeps its outcome and
+// carries the estimate beside its cost.
+const priceUnsettledSQL = `UPDATE cost_ledger SET cost_micros = cost_micros + ?, cost_usd = (cost_micros + ?) / 1000000.0,
+estimated_cost_micros = estimated_cost_micros + ?, estimate_admission = ?, usage_estimated = TRUE, updated_at = ?,
+outcome = CASE WHEN outcome = 'pending' THEN 'unsettled' ELSE outcome END,
+pricing_status = CASE WHEN outcome = 'pending' THEN 'estimated' ELSE pricing_status END
+WHERE call_id = ?`
+
 // applyOne records one settled or expired reservation on its counters and
-// deletes it: the cost is added when it settled, the amount released
-// always. It reports whether it found the reservation and whether it had
+// deletes it: the cost is added when it settled; when it never settled its
+// amount is priced on the ledger row (priceUnsettledSQL) and moves from
+// reserved to spent. It reports whether it found the reservation and whether it had
 // settled.
 func (l *CostLedger) applyOne(ctx context.Context, id string, at time.Time) (out []CounterValue, found, settled bool, err error) {
 	err = l.inTx(ctx, func(tx *sql.Tx) error {
 		out, found, settled = nil, false, false
-		q, err := l.stmt(ctx, tx, `DELETE FROM cost_reservations WHERE id = ? RETURNING counter_keys, amount_micros, settled, settled_cost_micros`)
+		q, err := l.stmt(ctx, tx, `DELETE FROM cost_reservations WHERE id = ? RETURNING counter_keys, amount_micros, settled, settled_cost_micros, call_id`)
 		if err != nil {
 			return err
 		}
-		var keys string
+		var keys, callID string
 		var amount, cost int64
-		switch err := q.QueryRowContext(ctx, id).Scan(&keys, &amount, &settled, &cost); {
+		switch err := q.QueryRowContext(ctx, id).Scan(&keys, &amount, &settled, &cost, &callID); {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil
 		case err != nil:
@@ -1078,7 +1124,12 @@ func (l *CostLedger) applyOne(ctx context.Context, id string, at time.Time) (out
 		}
 		found = true
 		if !settled {
-			cost = 0
+			// Never settled: the call may have reached the provider, so
+			// its worst case is recorded as spent rather than released.
+			cost = amount
+			if _, err := l.exec(ctx, tx, priceUnsettledSQL, amount, amount, amount, id, at, callID); err != nil {
+				return fmt.Errorf("price unsettled call %s: %w", callID, err)
+			}
 		}
 		ks := strings.Split(keys, ",")
 		slices.Sort(ks)
@@ -1110,8 +1161,9 @@ func (s *Store) RecordRejection(ctx context.Context, e *LedgerEntry) error {
 }
 
 // ReapExpired handles reservations whose expiry has passed: a call that
-// was never settled (a crashed process) has its reservation released and
-// its row marked expired; one that settled but whose settlement never
+// was never settled (a crashed process) is priced at its reserved worst
+// case (outcome unsettled, pricing_status estimated) and the amount moves
+// from reserved to spent on its counters; one that settled but whose settlement never
 // reached the counters (a crash between the two) gets it recorded there.
 // A call that settles later still records its spend; nothing is released
 // twice. It returns how many reservations it handled.
@@ -1122,7 +1174,7 @@ func (l *CostLedger) ReapExpired(ctx context.Context, now time.Time, limit int) 
 	}
 	handled := 0
 	for _, r := range due {
-		_, found, settled, err := l.applyOne(ctx, r.ID, now)
+		_, found, _, err := l.applyOne(ctx, r.ID, now)
 		if err != nil {
 			return handled, fmt.Errorf("release expired reservation %s: %w", r.ID, err)
 		}
@@ -1130,12 +1182,6 @@ func (l *CostLedger) ReapExpired(ctx context.Context, now time.Time, limit int) 
 			continue // settled and applied meanwhile
 		}
 		handled++
-		if !settled {
-			if err := l.DB.WithContext(ctx).Model(&LedgerEntry{}).Where("call_id = ? AND outcome = ?", r.CallID, OutcomePending).
-				Updates(map[string]any{"outcome": OutcomeExpired, "updated_at": now.UTC()}).Error; err != nil {
-				return handled, fmt.Errorf("mark call %s expired: %w", r.CallID, err)
-			}
-		}
 	}
 	return handled, nil
 }
@@ -1317,7 +1363,8 @@ type LedgerSummary struct {
 	RetriedCalls   int64
 	Pending        int64 // in flight
 	Expired        int64
-	Unattributed   int64 // settled rows missing subject, source, provider or model, or expired
+	Unsettled      int64 // priced at their reserved worst case after their reservation lapsed
+	Unattributed   int64 // settled rows missing subject, source, provider or model, or expired or unsettled
 	Rejected       int64
 	RejectionCodes map[string]int64
 	// Overruns counts calls whose cost exceeded their reservation.
@@ -1334,7 +1381,7 @@ func (s *Store) SummarizeLedger(ctx context.Context, from, to time.Time) (Ledger
 		return LedgerFilter{From: from, To: to}.apply(db.Model(&LedgerEntry{}))
 	}
 	var agg struct {
-		Calls, CostMicros, UnknownPriced, Estimated, Attempts, RetryAttempts, RetriedCalls, Pending, Expired, Unattributed, Overruns int64
+		Calls, CostMicros, UnknownPriced, Estimated, Attempts, RetryAttempts, RetriedCalls, Pending, Expired, Unsettled, Unattributed, Overruns int64
 	}
 	err := period().Where("outcome <> ?", OutcomeRejected).Select(`COUNT(*) AS calls,
 COALESCE(SUM(cost_micros),0) AS cost_micros,
@@ -1345,7 +1392,8 @@ COALESCE(SUM(CASE WHEN attempts > executions THEN attempts - executions ELSE 0 E
 COALESCE(SUM(CASE WHEN attempts > executions THEN 1 ELSE 0 END),0) AS retried_calls,
 COALESCE(SUM(CASE WHEN outcome = 'pending' THEN 1 ELSE 0 END),0) AS pending,
 COALESCE(SUM(CASE WHEN outcome = 'expired' THEN 1 ELSE 0 END),0) AS expired,
-COALESCE(SUM(CASE WHEN outcome = 'expired' OR (outcome <> 'pending' AND (subject = '' OR source = '' OR provider = '' OR model = '')) THEN 1 ELSE 0 END),0) AS unattributed,
+COALESCE(SUM(CASE WHEN outcome = 'unsettled' THEN 1 ELSE 0 END),0) AS unsettled,
+COALESCE(SUM(CASE WHEN outcome IN ('expired', 'unsettled') OR (outcome <> 'pending' AND (subject = '' OR source = '' OR provider = '' OR model = '')) THEN 1 ELSE 0 END),0) AS unattributed,
 COALESCE(SUM(CASE WHEN mode = 'hard' AND cost_micros > reserved_micros AND outcome <> 'pending' THEN 1 ELSE 0 END),0) AS overruns`).
 		Scan(&agg).Error
 	if err != nil {
@@ -1353,7 +1401,7 @@ COALESCE(SUM(CASE WHEN mode = 'hard' AND cost_micros > reserved_micros AND outco
 	}
 	sum.Calls, sum.CostMicros, sum.UnknownPriced, sum.Estimated = agg.Calls, agg.CostMicros, agg.UnknownPriced, agg.Estimated
 	sum.Attempts, sum.RetryAttempts, sum.RetriedCalls, sum.Pending, sum.Expired = agg.Attempts, agg.RetryAttempts, agg.RetriedCalls, agg.Pending, agg.Expired
-	sum.Unattributed, sum.Overruns = agg.Unattributed, agg.Overruns
+	sum.Unattributed, sum.Overruns, sum.Unsettled = agg.Unattributed, agg.Overruns, agg.Unsettled
 
 	var codes []struct {
 		RejectionCode string

@@ -178,7 +178,8 @@ func TestLedgerReaperAndSeeds(t *testing.T) {
 				t.Fatalf("seeded counters = %+v", cs)
 			}
 
-			// An unsettled reservation expires once.
+			// An unsettled reservation lapses once: the call is priced at its
+			// worst case, which moves from reserved to spent.
 			e = pendingEntry("lost", now)
 			if _, err := s.AdmitCall(ctx, AdmitParams{Entry: e, AdmissionID: "a-lost", Keys: []string{"d"}, WorstMicros: 90, ExpiresAt: now.Add(time.Second)}); err != nil {
 				t.Fatal(err)
@@ -190,13 +191,15 @@ func TestLedgerReaperAndSeeds(t *testing.T) {
 				}
 			}
 			cs, _ = s.BudgetCounters(ctx, []string{"d"})
-			if cs["d"].ReservedMicros != 0 {
-				t.Fatalf("reserved %d after reaping", cs["d"].ReservedMicros)
+			if cs["d"].ReservedMicros != 0 || cs["d"].SpentMicros != 590 {
+				t.Fatalf("counter after reaping = %+v", cs["d"])
 			}
-			if r, _ := s.GetLedgerEntry(ctx, "lost"); r.Outcome != OutcomeExpired {
-				t.Fatalf("outcome %s", r.Outcome)
+			if r, _ := s.GetLedgerEntry(ctx, "lost"); r.Outcome != OutcomeUnsettled || r.PricingStatus != PricingEstimated ||
+				r.CostMicros != 90 || r.EstimatedCostMicros != 90 {
+				t.Fatalf("unsettled row = %+v", r)
 			}
-			// A late settle records spend but does not release again.
+			// A late settle replaces the estimate with the real cost, on the
+			// row and the counters, and does not release again.
 			res, err := s.SettleCall(ctx, Settlement{CallID: "lost", AdmissionID: "a-lost", ReservationID: "a-lost",
 				Keys: []string{"d"}, Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 40, FinishedAt: now})
 			if err != nil || !res.Applied || res.Released {
@@ -205,6 +208,15 @@ func TestLedgerReaperAndSeeds(t *testing.T) {
 			cs, _ = s.BudgetCounters(ctx, []string{"d"})
 			if cs["d"].ReservedMicros != 0 || cs["d"].SpentMicros != 540 {
 				t.Fatalf("after late settle = %+v", cs["d"])
+			}
+			if r, _ := s.GetLedgerEntry(ctx, "lost"); r.Outcome != OutcomeSucceeded || r.PricingStatus != PricingPriced ||
+				r.CostMicros != 40 || r.EstimatedCostMicros != 0 {
+				t.Fatalf("row after late settle = %+v", r)
+			}
+			// Settling the same admission again changes nothing.
+			if res, err := s.SettleCall(ctx, Settlement{CallID: "lost", AdmissionID: "a-lost", ReservationID: "a-lost",
+				Keys: []string{"d"}, Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 40, FinishedAt: now}); err != nil || res.Applied {
+				t.Fatalf("second settle = %+v, %v", res, err)
 			}
 
 			// A settlement not yet on the counters (PostgreSQL batches them)

@@ -18,6 +18,7 @@ var Workflows = []Workflow{
 	{workflows.TaskRunWorkflowName, workflows.TaskRun},
 	{workflows.ScheduledAgentWorkflowName, workflows.ScheduledAgent},
 	{workflows.DeliveryWorkflowName, workflows.Delivery},
+	{workflows.ReconcileWorkflowName, workflows.Reconcile},
 }
 
 // RegisterWorkflows registers every workflow under its contract name (on a

@@ -25,4 +25,5 @@ const (
 	TaskRunInputVersion        = 1
 	ScheduledAgentInputVersion = 1
 	DeliveryInputVersion       = 1
+	ReconcileInputVersion      = 1
 )

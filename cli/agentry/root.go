@@ -106,6 +106,7 @@ server.api_key or the workspace's generated key).`,
 		a.webhookCommand(),
 		a.registryCommand(),
 		a.pullCommand(),
+		a.costsCommand(),
 	)
 	return root
 }

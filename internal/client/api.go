@@ -403,3 +403,52 @@ func (c *Client) Config(ctx context.Context) (*ConfigDoc, error) {
 	var d ConfigDoc
 	return &d, c.Do(ctx, http.MethodGet, "/config", nil, &d)
 }
+
+// ReconciliationRun is a reconciliation run (GET /costs/reconciliation/runs/{run_id}).
+type ReconciliationRun struct {
+	Raw
+	ID         string `json:"id"`
+	WorkflowID string `json:"workflow_id"`
+	Day        string `json:"day"`
+	Trigger    string `json:"trigger"`
+	Status     string `json:"status"`
+	Error      string `json:"error"`
+	Providers  []struct {
+		Provider         string  `json:"provider"`
+		Status           string  `json:"status"`
+		Error            string  `json:"error"`
+		Rows             int     `json:"rows"`
+		Pages            int     `json:"pages"`
+		ProviderCostUSD  float64 `json:"provider_cost_usd"`
+		LedgerCostUSD    float64 `json:"ledger_cost_usd"`
+		VarianceUSD      float64 `json:"variance_usd"`
+		VarianceFraction float64 `json:"variance_fraction"`
+		Alert            bool    `json:"alert"`
+	} `json:"providers"`
+}
+
+// StartedReconciliation is the answer of POST /costs/reconciliation/run.
+type StartedReconciliation struct {
+	Raw
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Day        string `json:"day"`
+	Status     string `json:"status"`
+}
+
+// StartReconciliation starts (or joins) the reconciliation of day ("" is
+// the previous completed UTC day).
+func (c *Client) StartReconciliation(ctx context.Context, day string) (*StartedReconciliation, error) {
+	var out StartedReconciliation
+	body := map[string]string{}
+	if day != "" {
+		body["day"] = day
+	}
+	return &out, c.Do(ctx, http.MethodPost, "/costs/reconciliation/run", body, &out)
+}
+
+// ReconciliationRun reads a run.
+func (c *Client) ReconciliationRun(ctx context.Context, runID string) (*ReconciliationRun, error) {
+	var out ReconciliationRun
+	return &out, c.Do(ctx, http.MethodGet, "/costs/reconciliation/runs/"+url.PathEscape(runID), nil, &out)
+}

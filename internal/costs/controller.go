@@ -81,6 +81,8 @@ type Options struct {
 	// OnAlert receives budget alerts (the event stream); they are logged
 	// either way.
 	OnAlert func(ctx context.Context, a Alert)
+	// OnEvent publishes the costs.attribution events (the event stream).
+	OnEvent func(ctx context.Context, ev *models.Event)
 	// MinOutputTokens: see DefaultMinOutputTokens.
 	MinOutputTokens int
 	// ConcurrencyWait: see DefaultConcurrencyWait.
@@ -113,6 +115,13 @@ type Controller struct {
 	prior   monthPrior
 
 	applier *applier
+
+	// reconciliation holds a ReconciliationReporter (SetReconciliation).
+	reconciliation atomic.Value
+	// onEvent publishes events other than budget alerts (costs.attribution).
+	onEvent func(ctx context.Context, ev *models.Event)
+	// attributionSeen is the last attribution figure logged ("day:attributed:unattributed").
+	attributionSeen atomic.Value
 }
 
 var _ llm.Gate = (*Controller)(nil)
@@ -128,7 +137,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		store: ledger, log: opts.Logger, agents: opts.Agents, now: opts.Now, onAlert: opts.OnAlert,
+		store: ledger, log: opts.Logger, agents: opts.Agents, now: opts.Now, onAlert: opts.OnAlert, onEvent: opts.OnEvent,
 		minOutput: int64(opts.MinOutputTokens), concurrencyWait: opts.ConcurrencyWait,
 		breakers: newBreakers(), slots: newSlots(), ensured: map[string]bool{},
 	}

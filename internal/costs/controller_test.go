@@ -684,7 +684,10 @@ func TestConcurrencyLimitPerProvider(t *testing.T) {
 	second.Settle(ctx, &llm.Response{UsageReported: true}, nil, 1)
 }
 
-func TestReaperReleasesUnsettledReservationsOnce(t *testing.T) {
+// A call whose reservation lapses unsettled (a crash mid-call) may have
+// reached the provider: it is priced at its worst case, which stays spent
+// until a late settlement replaces it with the real cost.
+func TestReaperPricesUnsettledCallsAtWorstCaseOnce(t *testing.T) {
 	e := newEnv(t, envOptions{}, func(c *config.Config) {
 		exactConfig(1)(c)
 		c.Costs.ReservationTTL = time.Minute
@@ -707,20 +710,23 @@ func TestReaperReleasesUnsettledReservationsOnce(t *testing.T) {
 	if n, err := e.ctrl.ReapOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("reaped %d, err %v", n, err)
 	}
-	if got := e.counter(key); got.ReservedMicros != 0 {
+	if got := e.counter(key); got.ReservedMicros != 0 || got.SpentMicros != 10_000 {
 		t.Fatalf("counter after reaping = %+v", got)
 	}
-	if row := e.row("crashed"); row.Outcome != models.OutcomeExpired {
-		t.Fatalf("outcome %s", row.Outcome)
+	if row := e.row("crashed"); row.Outcome != models.OutcomeUnsettled || row.PricingStatus != models.PricingEstimated || row.CostMicros != 10_000 {
+		t.Fatalf("row after reaping = %+v", row)
 	}
-	// The call settles after all: its spend is recorded, its reservation is
-	// not released a second time.
-	adm.Settle(ctx, &llm.Response{Usage: llm.Usage{OutputTokens: 100}, UsageReported: true}, nil, 1)
-	if got := e.counter(key); got.ReservedMicros != 0 || got.SpentMicros != 10_000 {
+	if n, err := e.ctrl.ReapOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("reaped again: %d (%v)", n, err)
+	}
+	// The call settles after all, having used half its allowance: the real
+	// cost replaces the estimate; the reservation is not released again.
+	adm.Settle(ctx, &llm.Response{Usage: llm.Usage{OutputTokens: 50}, UsageReported: true}, nil, 1)
+	if got := e.counter(key); got.ReservedMicros != 0 || got.SpentMicros != 5_000 {
 		t.Fatalf("counter after the late settle = %+v", got)
 	}
-	if row := e.row("crashed"); row.Outcome != models.OutcomeSucceeded {
-		t.Fatalf("outcome %s", row.Outcome)
+	if row := e.row("crashed"); row.Outcome != models.OutcomeSucceeded || row.PricingStatus != models.PricingPriced || row.CostMicros != 5_000 {
+		t.Fatalf("row after the late settle = %+v", row)
 	}
 }
 

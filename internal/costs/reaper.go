@@ -8,9 +8,10 @@ import (
 // reapBatch bounds the reservations released per pass.
 const reapBatch = 500
 
-// ReapOnce releases reservations past their expiry (their calls were never
-// settled: a process crashed mid-call) and marks stale pending calls
-// without a reservation as expired. Any gateway sharing the database may
+// ReapOnce handles reservations past their expiry (their calls were never
+// settled: a process crashed mid-call): each is priced at its reserved worst
+// case on the ledger and the counters (never released as unspent). Stale
+// pending calls without a reservation are marked expired. Any gateway sharing the database may
 // run it; each reservation is released exactly once.
 func (c *Controller) ReapOnce(ctx context.Context) (released int, err error) {
 	p := c.pol.Load()
@@ -55,7 +56,10 @@ func (c *Controller) RunReaper(ctx context.Context) {
 				c.log.Warn("cost reaper failed", "err", err)
 			}
 		} else if n > 0 {
-			c.log.Warn("cost reaper released expired reservations of calls never settled", "count", n)
+			c.log.Warn("cost reaper priced calls never settled at their reserved worst case", "count", n)
 		}
+		// Attribution changes (a crash leaves unsettled calls) are logged
+		// and published here even when nobody asks /health.
+		c.CheckAttribution(ctx)
 	}
 }

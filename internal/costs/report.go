@@ -409,17 +409,11 @@ type Status struct {
 		PendingCalls   int64      `json:"pending_calls"`
 	} `json:"in_flight"`
 	// The figures below cover the current UTC day ("window": "day").
-	Window             string `json:"window"`
-	UnknownPricedCalls int64  `json:"unknown_priced_calls"`
-	EstimatedCalls     int64  `json:"estimated_usage_calls"`
-	Attribution        struct {
-		Percent      float64 `json:"percent"`
-		Calls        int64   `json:"calls"`
-		Attributed   int64   `json:"attributed_calls"`
-		Unattributed int64   `json:"unattributed_calls"`
-		Expired      int64   `json:"expired_calls"`
-	} `json:"attribution"`
-	Rejections struct {
+	Window             string      `json:"window"`
+	UnknownPricedCalls int64       `json:"unknown_priced_calls"`
+	EstimatedCalls     int64       `json:"estimated_usage_calls"`
+	Attribution        Attribution `json:"attribution"`
+	Rejections         struct {
 		Total    int64            `json:"total"`
 		ByReason map[string]int64 `json:"by_reason"`
 	} `json:"rejections"`
@@ -444,14 +438,9 @@ type Status struct {
 		DailyAverageUSD     float64 `json:"daily_average_usd"`
 		ElapsedDays         float64 `json:"elapsed_days"`
 	} `json:"forecast"`
-	Reconciliation struct {
-		Enabled           bool     `json:"enabled"`
-		Status            string   `json:"status"`
-		Variance          *float64 `json:"variance"`
-		VarianceThreshold float64  `json:"variance_alert_threshold"`
-	} `json:"reconciliation"`
-	Breakers  []BreakerStatus `json:"breakers"`
-	RateLimit struct {
+	Reconciliation ReconciliationStatus `json:"reconciliation"`
+	Breakers       []BreakerStatus      `json:"breakers"`
+	RateLimit      struct {
 		Enabled bool   `json:"enabled"`
 		Backend string `json:"backend"`
 	} `json:"rate_limit"`
@@ -510,16 +499,9 @@ func (c *Controller) Status(ctx context.Context) (*Status, error) {
 	st.InFlight.PendingCalls = daySum.Pending
 
 	st.UnknownPricedCalls, st.EstimatedCalls = daySum.UnknownPriced, daySum.Estimated
-	settled := daySum.Calls - daySum.Pending
-	st.Attribution.Calls, st.Attribution.Unattributed, st.Attribution.Expired = settled, daySum.Unattributed, daySum.Expired
-	st.Attribution.Attributed = settled - daySum.Unattributed
-	st.Attribution.Percent = 100
-	if settled > 0 {
-		st.Attribution.Percent = math.Floor(10000*float64(st.Attribution.Attributed)/float64(settled)) / 100
-	}
-	if st.Attribution.Percent < 100 {
-		st.Problems = append(st.Problems, fmt.Sprintf("accounting attribution is %.2f%% (below 100%%): %d of %d calls today lack subject, source, provider or model, or were never settled",
-			st.Attribution.Percent, daySum.Unattributed, settled))
+	st.Attribution = attributionOf(day.start.Format(time.DateOnly), daySum)
+	if p := st.Attribution.Problem(); p != "" {
+		st.Problems = append(st.Problems, p)
 	}
 	st.Rejections.Total, st.Rejections.ByReason = daySum.Rejected, daySum.RejectionCodes
 	st.Retries.Attempts, st.Retries.RetriedCalls = daySum.Attempts, daySum.RetriedCalls
@@ -574,6 +556,14 @@ func (c *Controller) Status(ctx context.Context) (*Status, error) {
 	if p.reconciliationEnabled {
 		st.Reconciliation.Status = "not_run"
 	}
+	st.Reconciliation.Providers = []ReconciliationProviderStatus{}
+	if fn, _ := c.reconciliation.Load().(ReconciliationReporter); fn != nil {
+		problems, err := fn(ctx, &st.Reconciliation)
+		if err != nil {
+			return nil, err
+		}
+		st.Problems = append(st.Problems, problems...)
+	}
 
 	st.Breakers = c.breakers.status(now)
 	st.RateLimit.Enabled, st.RateLimit.Backend = p.rate.Enabled, c.limiterBackend
@@ -588,3 +578,56 @@ func (c *Controller) Status(ctx context.Context) (*Status, error) {
 	}
 	return st, nil
 }
+
+// ReconciliationStatus is the reconciliation part of Status (spec cost rule
+// 12): the last run of the Reconcile workflow and, per provider, the day's
+// ledger and provider totals and their variance.
+type ReconciliationStatus struct {
+	Enabled bool `json:"enabled"`
+	// Status: disabled, not_run, running, succeeded, failed, misconfigured
+	// (an admin key variable is missing).
+	Status string `json:"status"`
+	// Variance is the largest variance fraction (by magnitude) of the last
+	// run's providers; null before a run compared anything.
+	Variance          *float64                       `json:"variance"`
+	VarianceThreshold float64                        `json:"variance_alert_threshold"`
+	LastRun           *ReconciliationRunRef          `json:"last_run,omitempty"`
+	Day               string                         `json:"day,omitempty"`
+	Error             string                         `json:"error,omitempty"`
+	MissingKeys       []string                       `json:"missing_keys,omitempty"`
+	Providers         []ReconciliationProviderStatus `json:"providers"`
+}
+
+// ReconciliationRunRef names the last run.
+type ReconciliationRunRef struct {
+	ID         string     `json:"id"`
+	WorkflowID string     `json:"workflow_id"`
+	Trigger    string     `json:"trigger"`
+	Status     string     `json:"status"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// ReconciliationProviderStatus is one provider's totals of the last run.
+type ReconciliationProviderStatus struct {
+	Provider           string  `json:"provider"`
+	Status             string  `json:"status"`
+	Error              string  `json:"error,omitempty"`
+	ProviderCostMicros int64   `json:"provider_cost_micros"`
+	LedgerCostMicros   int64   `json:"ledger_cost_micros"`
+	VarianceMicros     int64   `json:"variance_micros"`
+	ProviderCostUSD    float64 `json:"provider_cost_usd"`
+	LedgerCostUSD      float64 `json:"ledger_cost_usd"`
+	VarianceUSD        float64 `json:"variance_usd"`
+	VarianceFraction   float64 `json:"variance_fraction"`
+	Alert              bool    `json:"alert"`
+}
+
+// ReconciliationReporter fills the reconciliation part of the status and
+// returns the problems that degrade it (variance above the threshold, a
+// failed run, a missing admin key variable).
+type ReconciliationReporter func(ctx context.Context, st *ReconciliationStatus) ([]string, error)
+
+// SetReconciliation installs the reporter (the reconciliation service is
+// built after the controller).
+func (c *Controller) SetReconciliation(r ReconciliationReporter) { c.reconciliation.Store(r) }

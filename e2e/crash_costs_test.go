@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentryhq/agentry/dev/fakellm"
+	"github.com/agentryhq/agentry/dev/gatewaytest"
+)
+
+// Nothing unpriced after a crash: SIGKILL the gateway while 100 chats are
+// in flight under a hard budget, restart it, wait past the reservation TTL.
+// Every call the provider received is priced (the unsettled ones at their
+// reserved worst case), none at $0, and recorded spend never exceeds the
+// budget; attribution and status say what happened.
+func TestCostsCrashLeavesNoCallUnpriced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs agentryd")
+	}
+	bin := gatewaytest.Binary(t, "agentryd")
+	fake := fakellm.New()
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	// Every answer takes 3 s and costs exactly its $0.01 worst case.
+	fake.Script(fakellm.Rule{Model: "exact", Delay: fakellm.Duration(3 * time.Second), Usage: &fakellm.Usage{InputTokens: 10, OutputTokens: 100}})
+
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "agents"), 0o755)
+	os.WriteFile(filepath.Join(ws, "agents", "exact.yaml"), []byte(exactAgent), 0o644)
+	cfgPath := filepath.Join(ws, "config.yaml")
+	// $0.40 fits 40 calls of $0.01: of 100 concurrent chats, 40 are admitted.
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+llm:
+  default_provider: openai
+  providers:
+    openai: {type: openai, base_url: %q, default_model: exact}
+costs:
+  enforcement_mode: hard
+  daily_budget_usd: 0.40
+  reservation_ttl: 4s
+  pricing:
+    openai/exact: {input_per_mtok: 0, output_per_mtok: 100, source: test, version: t1, effective_date: "2024-01-01"}
+`, fake.OpenAIBaseURL())), 0o644)
+	ports := gatewaytest.FreePorts(t, 2)
+	const key = "crash-costs-key-0123456789"
+	env := map[string]string{
+		"AGENTRY_CONFIG_PATH":                     cfgPath,
+		"AGENTRY_WORKSPACE":                       ws,
+		"AGENTRY_SERVER_PORT":                     strconv.Itoa(ports[0]),
+		"AGENTRY_SERVER_API_KEY":                  key,
+		"AGENTRY_TEMPORAL_EMBEDDED_FRONTEND_PORT": strconv.Itoa(ports[1]),
+		"AGENTRY_TEMPORAL_EMBEDDED_UI_ENABLED":    "false",
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	first := gatewaytest.StartProcess(t, bin, env)
+	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, first)
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}, Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", base+"/api/v1/chat", strings.NewReader(fmt.Sprintf(`{"agent_id":"exact","text":"crash %d"}`, i)))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	// Kill while the admitted calls wait for their answers.
+	deadline := time.Now().Add(60 * time.Second)
+	for fake.CallCount() < 15 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d provider calls\n%s", fake.CallCount(), first.Output)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.Cmd.Wait()
+	wg.Wait()
+	received := fake.CallCount()
+	t.Logf("killed the gateway with %d calls at the provider", received)
+
+	second := gatewaytest.StartProcess(t, bin, env)
+	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, second)
+	get := func(path string, out any) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st struct {
+		Status   string   `json:"status"`
+		Problems []string `json:"problems"`
+		Periods  struct {
+			Day struct {
+				SpendMicros    int64 `json:"spend_micros"`
+				ReservedMicros int64 `json:"reserved_micros"`
+			} `json:"day"`
+		} `json:"periods"`
+		InFlight struct {
+			Reservations int64 `json:"reservations"`
+		} `json:"in_flight"`
+		Attribution struct {
+			Percent   float64 `json:"percent"`
+			Unsettled int64   `json:"unsettled_calls"`
+		} `json:"attribution"`
+	}
+	// The reservations lapse after 4 s; the reaper passes every 5 s.
+	waitFor := time.Now().Add(60 * time.Second)
+	for {
+		get("/api/v1/costs/status", &st)
+		if st.InFlight.Reservations == 0 {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatalf("reservations still held: %+v\n%s", st, second.Output)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	var calls struct {
+		Calls []ledgerRow `json:"calls"`
+	}
+	get("/api/v1/costs/calls?limit=1000", &calls)
+	var priced, total int64
+	unsettled := 0
+	for _, r := range calls.Calls {
+		if r.Outcome == "rejected" {
+			continue
+		}
+		priced++
+		total += r.CostMicros
+		if r.CostMicros == 0 {
+			t.Errorf("call %s (%s) recorded at $0", r.CallID, r.Outcome)
+		}
+		if r.Outcome == "unsettled" {
+			unsettled++
+			if r.PricingStatus != "estimated" {
+				t.Errorf("unsettled call %s has pricing_status %s", r.CallID, r.PricingStatus)
+			}
+		}
+	}
+	t.Logf("ledger: %d calls priced, $%.6f, %d unsettled; provider received %d; day spend $%.6f reserved $%.6f; attribution %.2f%%",
+		priced, float64(total)/1e6, unsettled, received, float64(st.Periods.Day.SpendMicros)/1e6, float64(st.Periods.Day.ReservedMicros)/1e6, st.Attribution.Percent)
+	if total < int64(received)*10_000 {
+		t.Fatalf("ledger cost %d micros < %d calls received x $0.01", total, received)
+	}
+	if st.Periods.Day.SpendMicros+st.Periods.Day.ReservedMicros > 400_000 {
+		t.Fatalf("spend %d + reserved %d exceeds the $0.40 budget", st.Periods.Day.SpendMicros, st.Periods.Day.ReservedMicros)
+	}
+	if unsettled == 0 || st.Attribution.Unsettled != int64(unsettled) || st.Attribution.Percent >= 100 || st.Status != "degraded" {
+		t.Fatalf("status does not say what happened: %+v (unsettled rows %d)", st, unsettled)
+	}
+	// /health fails its costs check (attribution below 100%).
+	var health struct {
+		Status string `json:"status"`
+		Checks map[string]struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		} `json:"checks"`
+	}
+	get("/health", &health)
+	if health.Checks["costs"].Status != "error" {
+		t.Fatalf("health: %+v", health)
+	}
+}
