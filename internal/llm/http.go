@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/scrub"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
 
@@ -106,6 +107,8 @@ func (h *httpBase) statusError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	typ, msg := parseErrorBody(raw)
+	// Providers may quote the request (our API key included) in their error.
+	typ, msg = scrub.String(typ), scrub.String(msg)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
