@@ -14,8 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentryhq/agentry/internal/scrub"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // maxErrorBody bounds how much of an error body is read and quoted.
