@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -29,12 +30,43 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 	return nil
 }
 
+// parseID parses an id in canonical decimal: digits only, no sign, no
+// leading zero, so that "+1" and "01" never name record 1.
+func parseID(raw string) (int64, bool) {
+	if raw == "" || len(raw) > 19 || raw[0] == '0' {
+		return 0, false
+	}
+	for _, r := range raw {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// parseCanonicalInt parses a decimal integer written canonically (an
+// optional "-", no "+", no leading zeros, no "-0").
+func parseCanonicalInt(raw string) (int, bool) {
+	digits := strings.TrimPrefix(raw, "-")
+	if digits == "" || (len(digits) > 1 && digits[0] == '0') || raw == "-0" {
+		return 0, false
+	}
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(raw)
+	return n, err == nil
+}
+
 // pathInt parses an integer path parameter; anything else is a 400.
 func pathInt(c *fiber.Ctx, name string) (int64, error) {
 	raw := c.Params(name)
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, badRequest("%s must be a positive integer, got %q", name, raw)
+	n, ok := parseID(raw)
+	if !ok {
+		return 0, badRequest("%s must be a positive integer in canonical decimal form, got %q", name, raw)
 	}
 	return n, nil
 }
@@ -45,8 +77,8 @@ func queryInt(c *fiber.Ctx, name string, def, min, max int) (int, error) {
 	if raw == "" {
 		return def, nil
 	}
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < min || n > max {
+	n, ok := parseCanonicalInt(raw)
+	if !ok || n < min || n > max {
 		return 0, badRequest("%s must be an integer between %d and %d, got %q", name, min, max, raw)
 	}
 	return n, nil

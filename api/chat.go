@@ -14,6 +14,7 @@ import (
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // ChatFeature serves chat, chat streaming, feedback and the learning list.
@@ -104,7 +105,7 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 		if res.err != nil {
 			frame := map[string]string{"error": "internal error"}
 			if e := f.MapError(res.err); e != nil {
-				frame["error"] = e.Message
+				frame["error"] = scrub.String(e.Message)
 				if e.Code != "" {
 					frame["code"] = e.Code
 				}

@@ -67,6 +67,13 @@ func (f *ConfigFeature) patch(c *fiber.Ctx) error {
 	if len(body.Set) == 0 {
 		return badRequest("set: give at least one dotted key, e.g. {\"set\": {\"log.level\": \"debug\"}}")
 	}
+	if v, ok := body.Set["server.port"]; ok {
+		// The port a restart will listen on: a whole number in range, not 0
+		// (a random port) nor 1.5 (read back as 1).
+		if n, isNum := v.(float64); !isNum || n != float64(int(n)) || n < 1 || n > 65535 {
+			return badRequest("server.port: %v is not a TCP port (an integer from 1 to 65535)", v).WithCode("invalid")
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	path := f.path()

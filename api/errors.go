@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
@@ -65,7 +66,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 			apiErr = &Error{Status: fiber.StatusInternalServerError, Message: "internal error"}
 		}
 	}
-	body := fiber.Map{"error": apiErr.Message}
+	// The envelope is a chokepoint: error texts may quote a provider, an MCP
+	// server or a webhook receiver, so secrets are removed here whatever the
+	// handler built.
+	body := fiber.Map{"error": scrub.String(apiErr.Message)}
 	if apiErr.Code != "" {
 		body["code"] = apiErr.Code
 		c.Locals(localErrorCode, apiErr.Code)
@@ -75,7 +79,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	for k, v := range apiErr.Fields {
 		if k != "error" && k != "code" {
-			body[k] = v
+			body[k] = scrub.Value(v)
 		}
 	}
 	if apiErr.RetryAfter > 0 {

@@ -62,8 +62,8 @@ func (f *EventsFeature) stream(c *fiber.Ctx) error {
 		}
 	}
 	if raw := c.Query("task_id"); raw != "" {
-		id, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || id <= 0 {
+		id, ok := parseID(raw)
+		if !ok {
 			return badRequest("task_id must be a positive integer, got %q", raw)
 		}
 		filter.TaskID = id
@@ -75,8 +75,11 @@ func (f *EventsFeature) stream(c *fiber.Ctx) error {
 		resume, source = c.Query("last_event_id"), "last_event_id"
 	}
 	if resume = strings.TrimSpace(resume); resume != "" {
-		id, err := strconv.ParseInt(resume, 10, 64)
-		if err != nil || id < 0 {
+		id, ok := parseID(resume)
+		if resume == "0" {
+			id, ok = 0, true
+		}
+		if !ok {
 			return badRequest("%s must be an event id (a non-negative integer), got %q", source, resume)
 		}
 		after = id

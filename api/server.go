@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"unicode"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -172,15 +173,11 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	if c.Method() == fiber.MethodOptions {
 		return c.Next()
 	}
-	h := c.Get(fiber.HeaderAuthorization)
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		token, ok = strings.CutPrefix(h, "bearer ")
-	}
-	if !ok || strings.TrimSpace(token) == "" || s.deps.Auth == nil {
+	token, ok := bearerToken(c.Get(fiber.HeaderAuthorization))
+	if !ok || s.deps.Auth == nil {
 		return unauthorized()
 	}
-	p, err := s.deps.Auth.Authenticate(c.UserContext(), strings.TrimSpace(token))
+	p, err := s.deps.Auth.Authenticate(c.UserContext(), token)
 	if err != nil {
 		return unauthorized()
 	}
@@ -227,4 +224,20 @@ func (s *Server) health(c *fiber.Ctx) error {
 		status, code = "degraded", fiber.StatusServiceUnavailable
 	}
 	return c.Status(code).JSON(fiber.Map{"status": status, "version": s.deps.Version, "checks": checks})
+}
+
+// bearerToken reads "Bearer <credential>" (RFC 6750 / 7235): the scheme is
+// case-insensitive and separated by one or more spaces; the credential is
+// taken exactly as sent, so a key with a space, tab or NBSP around it is no
+// key.
+func bearerToken(h string) (string, bool) {
+	scheme, rest, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token := strings.TrimLeft(rest, " ")
+	if token == "" || strings.IndexFunc(token, unicode.IsSpace) >= 0 || strings.ContainsRune(token, '\u00a0') {
+		return "", false
+	}
+	return token, true
 }

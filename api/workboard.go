@@ -105,8 +105,8 @@ func page(c *fiber.Ctx) (models.Page, error) {
 	}
 	p := models.Page{Limit: limit}
 	if raw := c.Query("cursor"); raw != "" {
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || n <= 0 {
+		n, ok := parseID(raw)
+		if !ok {
 			return models.Page{}, badRequest("cursor %q is not a cursor returned by this API (use next_cursor of the previous page)", raw)
 		}
 		p.Cursor = n

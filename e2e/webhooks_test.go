@@ -463,7 +463,7 @@ func TestChannelToOverrideRefusalsAndSettings(t *testing.T) {
 	ch := g.Do("GET", "/api/v1/channels", nil)
 	list := ch.JSON["channels"].([]any)
 	set := list[0].(map[string]any)["settings"].(map[string]any)
-	if set["secret"] != "********" || strings.Contains(fmt.Sprint(set["headers"]), "rcv-token") || !strings.Contains(string(ch.Raw), "X-Team: ops") {
+	if set["secret"] != "********" || strings.Contains(fmt.Sprint(set["headers"]), "rcv-token") || strings.Contains(string(ch.Raw), "X-Team: ops") || !strings.Contains(string(ch.Raw), "X-Team: ********") {
 		t.Fatalf("list %s", ch.Raw)
 	}
 	if strings.Contains(string(ch.Raw), "s3cret") {

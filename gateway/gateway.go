@@ -27,6 +27,7 @@ import (
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/console"
 	"github.com/agentryhq/agentry/internal/logbuf"
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/internal/temporalconn"
 	"github.com/agentryhq/agentry/models"
@@ -66,7 +67,10 @@ type Gateway struct {
 	// Logs keeps the recent log lines for GET /logs (the logger tees into it).
 	Logs *logbuf.Buffer
 
-	log      *slog.Logger
+	log *slog.Logger
+	// secrets are the configuration's secret values, registered with package
+	// scrub for as long as the gateway runs.
+	secrets  *scrub.Source
 	embedded EmbeddedTemporal
 	services *Services
 	api      *api.Server
@@ -92,10 +96,12 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 	if notice == nil {
 		notice = os.Stderr
 	}
-	// Everything the gateway logs is also kept in memory for GET /logs.
+	// Everything the gateway logs is also kept in memory for GET /logs; both
+	// copies are scrubbed of secrets first.
 	logs := logbuf.New(logbuf.DefaultLines)
-	log = slog.New(logbuf.NewHandler(log.Handler(), logs))
-	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1), Logs: logs}
+	log = slog.New(scrub.Handler(logbuf.NewHandler(log.Handler(), logs)))
+	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1), Logs: logs, secrets: scrub.Register("config")}
+	g.secrets.Set(configSecrets(&cfg.Config, "")...)
 	defer func() {
 		if err != nil {
 			g.Shutdown(context.Background())
@@ -126,6 +132,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 	if err != nil {
 		return g, err
 	}
+	g.secrets.Set(configSecrets(&cfg.Config, g.APIKey)...)
 	authn, err := auth.FromConfig(ctx, &cfg.Config, g.APIKey)
 	if err != nil {
 		return g, err
@@ -163,7 +170,8 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 
 // OpenStore opens the application database the storage config names.
 func OpenStore(ctx context.Context, cfg *config.Loaded, log *slog.Logger) (*models.Store, error) {
-	opts := models.Options{Driver: cfg.Storage.Backend, DSN: cfg.Storage.DSN, MaxOpenConns: cfg.Storage.MaxOpenConns, Logger: log}
+	opts := models.Options{Driver: cfg.Storage.Backend, DSN: cfg.Storage.DSN, MaxOpenConns: cfg.Storage.MaxOpenConns, Logger: log,
+		Scrub: scrub.Auto}
 	if opts.Driver == "sqlite" && opts.DSN == "" {
 		opts.DSN = filepath.Join(cfg.Workspace.DataDir(), "agentry.db")
 	}
@@ -279,6 +287,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			errs = append(errs, g.Store.Close())
 		}
 		errs = append(errs, g.stopTelemetry(ctx))
+		g.secrets.Close()
 	})
 	return errors.Join(errs...)
 }
@@ -299,7 +308,9 @@ func StartWorker(ctx context.Context, opts Options) (g *Gateway, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1)}
+	log = slog.New(scrub.Handler(log.Handler()))
+	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1), secrets: scrub.Register("config")}
+	g.secrets.Set(configSecrets(&cfg.Config, cfg.Server.APIKey)...)
 	defer func() {
 		if err != nil {
 			g.Shutdown(context.Background())

@@ -20,6 +20,7 @@ import (
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/schedules"
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/webhook"
@@ -94,6 +95,10 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	go s.Costs.RunReaper(bg)
 	s.AgentFiles = agent.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
 	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())
+	s.Secrets.Scrub = scrub.Register("secrets")
+	if err := s.Secrets.RefreshScrub(ctx); err != nil {
+		log.Warn("secrets store values are not scrubbed from outside text", "err", err)
+	}
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	if err := s.addDelivery(bg); err != nil {
@@ -119,7 +124,10 @@ func (s *Services) addDelivery(bg context.Context) error {
 		return err
 	}
 	s.Webhooks = &webhook.Service{Chat: s.Chat, Agents: s.Agents, Store: g.Store}
-	s.Channels = &delivery.Channels{Config: &cfg.Config, Store: g.Store, Secrets: s.Secrets, Policy: policy}
+	s.Channels = &delivery.Channels{Config: &cfg.Config, Store: g.Store, Secrets: s.Secrets, Policy: policy, Scrub: scrub.Register("channels")}
+	if err := s.Channels.RefreshScrub(bg); err != nil {
+		s.log.Warn("webhook channel header values are not scrubbed from outside text", "err", err)
+	}
 	s.Deliveries = &delivery.Service{Temporal: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Store: g.Store, Channels: s.Channels, Retry: retry}
 	s.worker.AddActivities(
 		&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels, Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log},
@@ -259,6 +267,12 @@ func (s *Services) StartWorker() error { return s.worker.Start() }
 // Stop stops background work.
 func (s *Services) Stop() {
 	s.cancel()
+	if s.Secrets != nil {
+		s.Secrets.Scrub.Close()
+	}
+	if s.Channels != nil {
+		s.Channels.Scrub.Close()
+	}
 	if s.worker != nil {
 		s.worker.Stop()
 	}

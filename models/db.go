@@ -58,6 +58,10 @@ type Options struct {
 	// Logger receives slow queries (debug) and GORM's own warnings; nil
 	// discards them.
 	Logger *slog.Logger
+	// Scrub, when set, is applied to the error and payload columns on every
+	// insert and update (the gateway passes scrub.Auto), so secrets quoted by
+	// outside text never reach the database files.
+	Scrub func(string) string
 }
 
 // Store is the application database.
@@ -100,6 +104,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{DB: db, Driver: driver}
+	if err := registerScrub(db, opts.Scrub); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
 	if err := s.Ping(ctx); err != nil {
 		_ = s.Close()
 		return nil, err

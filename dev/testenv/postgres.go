@@ -253,6 +253,9 @@ func startPostgresIn(dir, binDir string, cred *syscall.Credential) (*postgresIns
 // findPostgresBin returns the directory holding initdb and postgres: the
 // one of initdb on PATH, else the newest /usr/lib/postgresql/*/bin.
 func findPostgresBin() (string, error) {
+	if without("postgres") {
+		return "", &unavailableError{"PostgreSQL treated as not installed (" + EnvWithout + ")"}
+	}
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real

@@ -200,6 +200,9 @@ func startRedisIn(dir, bin string) (*redisInstance, error) {
 }
 
 func findRedisServer() (string, error) {
+	if without("redis") {
+		return "", &unavailableError{"redis-server treated as not installed (" + EnvWithout + ")"}
+	}
 	if p, err := exec.LookPath("redis-server"); err == nil {
 		return p, nil
 	}

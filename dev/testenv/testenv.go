@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -43,7 +44,20 @@ const (
 	// EnvRequireServices set to "1" turns "binaries missing, skip" into a
 	// test failure, as does CI=true.
 	EnvRequireServices = "AGENTRY_TEST_REQUIRE_SERVICES"
+	// EnvWithout lists services (comma-separated: postgres, redis) to treat
+	// as not installed, to try the suite as a fresh machine would run it.
+	EnvWithout = "AGENTRY_TEST_WITHOUT"
 )
+
+// without reports whether EnvWithout names service.
+func without(service string) bool {
+	for _, s := range strings.Split(os.Getenv(EnvWithout), ",") {
+		if strings.EqualFold(strings.TrimSpace(s), service) {
+			return true
+		}
+	}
+	return false
+}
 
 // Main runs the tests of a package, stops every server this test binary
 // started and exits with the tests' status. Call it from TestMain.

@@ -48,6 +48,14 @@ func SetKeys(data []byte, set map[string]any) ([]byte, []string, error) {
 				return nil, nil, fmt.Errorf("%q is not a dotted key path", key)
 			}
 		}
+		if text, ok := val.(string); ok && isHeadersKey(key) && strings.Contains(text, Redacted) {
+			// Header lines written back as read keep their hidden values.
+			merged, err := MergeRedactedHeaders(getPath(root, parts), text)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", key, err)
+			}
+			val = merged
+		}
 		var vnode yaml.Node
 		if err := vnode.Encode(val); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", key, err)
@@ -129,4 +137,18 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// getPath is the scalar value at parts in the mapping m, or "".
+func getPath(m *yaml.Node, parts []string) string {
+	for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value != parts[0] {
+			continue
+		}
+		if len(parts) == 1 {
+			return m.Content[i+1].Value
+		}
+		return getPath(m.Content[i+1], parts[1:])
+	}
+	return ""
 }

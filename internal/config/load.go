@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -130,6 +131,9 @@ func Parse(data []byte, file string, cfg *Config) error {
 	}
 	if err := root.Decode(cfg); err != nil {
 		return describeYAMLError(err, file, &root)
+	}
+	if bad := nonIntegers(&root, reflect.TypeOf(cfg), ""); len(bad) > 0 {
+		return fmt.Errorf("%s: %s", file, strings.Join(bad, "; "))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -52,6 +53,10 @@ func Redact(v any) any {
 				out[k] = Redacted
 				continue
 			}
+			if text, ok := val.(string); ok && isHeadersKey(k) {
+				out[k] = RedactHeaderText(text)
+				continue
+			}
 			out[k] = val
 		}
 		return out
@@ -83,4 +88,68 @@ func (c *Config) RedactedTree() (map[string]any, error) {
 		return nil, err
 	}
 	return Redact(tree).(map[string]any), nil
+}
+
+// isHeadersKey tells the keys holding "Name: value" header lines
+// (channels.webhook.headers): every header value is a secret (they carry
+// tokens), only the names are shown.
+func isHeadersKey(key string) bool {
+	if i := strings.LastIndex(key, "."); i >= 0 {
+		key = key[i+1:]
+	}
+	return strings.EqualFold(key, "headers")
+}
+
+// RedactHeaderText hides every value of "Name: value" lines, keeping the
+// names (and comments and blank lines); a line without a colon is hidden
+// whole.
+func RedactHeaderText(text string) string {
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	for i, line := range lines {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(t, ":")
+		switch {
+		case !ok:
+			lines[i] = Redacted
+		case strings.TrimSpace(value) == "":
+			lines[i] = strings.TrimSpace(name) + ":"
+		default:
+			lines[i] = strings.TrimSpace(name) + ": " + Redacted
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// MergeRedactedHeaders lets a client write back header lines as it read
+// them: a line of next whose value is ******** keeps the value of the same
+// header (case-insensitive name) in prev.
+func MergeRedactedHeaders(prev, next string) (string, error) {
+	if !strings.Contains(next, Redacted) {
+		return next, nil
+	}
+	old := map[string]string{}
+	for _, line := range strings.Split(strings.ReplaceAll(prev, "\r\n", "\n"), "\n") {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			if _, seen := old[strings.ToLower(strings.TrimSpace(name))]; !seen {
+				old[strings.ToLower(strings.TrimSpace(name))] = strings.TrimSpace(value)
+			}
+		}
+	}
+	lines := strings.Split(strings.ReplaceAll(next, "\r\n", "\n"), "\n")
+	for i, line := range lines {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || strings.TrimSpace(value) != Redacted {
+			continue
+		}
+		name = strings.TrimSpace(name)
+		v, found := old[strings.ToLower(name)]
+		if !found {
+			return "", fmt.Errorf("headers: %s has the redacted value %s and no earlier value to keep", name, Redacted)
+		}
+		lines[i] = name + ": " + v
+	}
+	return strings.Join(lines, "\n"), nil
 }

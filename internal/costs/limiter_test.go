@@ -21,14 +21,16 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// backends returns a fresh limiter of each kind with its clock.
-func limiterBackends(t *testing.T) map[string]func() (Limiter, *testClock) {
-	return map[string]func() (Limiter, *testClock){
-		"memory": func() (Limiter, *testClock) {
+// backends returns a fresh limiter of each kind with its clock. Each maker
+// takes the subtest's t: a skip (Redis not installed) or failure must end
+// the subtest, never its parent from inside the subtest.
+func limiterBackends() map[string]func(t *testing.T) (Limiter, *testClock) {
+	return map[string]func(t *testing.T) (Limiter, *testClock){
+		"memory": func(*testing.T) (Limiter, *testClock) {
 			clk := &testClock{t: time.Unix(1_700_000_000, 0)}
 			return NewMemoryLimiter(clk.Now), clk
 		},
-		"redis": func() (Limiter, *testClock) {
+		"redis": func(t *testing.T) (Limiter, *testClock) {
 			url := testenv.Redis(t)
 			if url == "" {
 				t.Skip("Redis not available")
@@ -46,9 +48,9 @@ func limiterBackends(t *testing.T) map[string]func() (Limiter, *testClock) {
 
 // TestLimiterSemantics runs one specification against both backends.
 func TestLimiterSemantics(t *testing.T) {
-	for name, mk := range limiterBackends(t) {
+	for name, mk := range limiterBackends() {
 		t.Run(name, func(t *testing.T) {
-			lim, clk := mk()
+			lim, clk := mk(t)
 			ctx := context.Background()
 			take := func(key, member string, want, min int64) (int64, time.Duration) {
 				t.Helper()
@@ -116,9 +118,9 @@ func TestLimiterSemantics(t *testing.T) {
 }
 
 func TestLimiterConcurrentTakesNeverExceedTheLimit(t *testing.T) {
-	for name, mk := range limiterBackends(t) {
+	for name, mk := range limiterBackends() {
 		t.Run(name, func(t *testing.T) {
-			lim, _ := mk()
+			lim, _ := mk(t)
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			var total int64

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
@@ -50,6 +51,10 @@ type SecretStore interface {
 // API (it shows up by name in GET /secrets).
 const webhookSecretName = "channels.webhook.secret"
 
+// webhookHeadersName is the secret-store entry of header lines set through
+// the channels API.
+const webhookHeadersName = "channels.webhook.headers"
+
 // Allowed methods of the webhook channel.
 var allowedMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch}
 
@@ -67,7 +72,9 @@ type Channels struct {
 	Config  *config.Config
 	Store   *models.Store
 	Secrets SecretStore
-	Policy  netguard.Policy
+	// Scrub, when set, holds the effective header values (see RefreshScrub).
+	Scrub  *scrub.Source
+	Policy netguard.Policy
 	// Resolver checks host names of urls being set (nil: the system's).
 	Resolver Resolver
 	// Env reads hook secrets (nil: the process environment).
@@ -105,6 +112,18 @@ func (c *Channels) Webhook(ctx context.Context) (WebhookSettings, *models.Channe
 	}
 	if o.Headers != nil {
 		s.Headers = *o.Headers
+		// Header lines set through the API are sealed in the secret store;
+		// the row keeps only their redacted form (rows written before keep
+		// the text itself, used as it is).
+		if c.Secrets != nil && *o.Headers != "" {
+			v, err := c.Secrets.Reveal(ctx, webhookHeadersName)
+			switch {
+			case err == nil:
+				s.Headers = v
+			case !isNotFound(err):
+				return s, nil, fmt.Errorf("read the webhook channel headers: %w", err)
+			}
+		}
 	}
 	if o.SecretOverride {
 		s.Secret = ""
@@ -218,7 +237,7 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var newSecret *string
+	var newSecret, newHeaders *string
 	for _, k := range keys {
 		v := settings[k]
 		switch k {
@@ -259,7 +278,7 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 				if err != nil {
 					return nil, &SettingError{Key: k, Msg: err.Error()}
 				}
-				o.Headers = &merged
+				newHeaders = &merged
 			case "secret":
 				if s == config.Redacted {
 					continue // written back as read: unchanged
@@ -283,9 +302,28 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 		}
 		o.SecretOverride = true
 	}
+	if newHeaders != nil {
+		// Header values are secrets: sealed like the secret, the row holds
+		// the names only.
+		if c.Secrets == nil {
+			return nil, &SettingError{Key: "headers", Msg: "this gateway has no secret store"}
+		}
+		if *newHeaders == "" {
+			if err := c.Secrets.Delete(ctx, webhookHeadersName); err != nil && !isNotFound(err) {
+				return nil, fmt.Errorf("clear the webhook channel headers: %w", err)
+			}
+		} else if err := c.Secrets.Set(ctx, webhookHeadersName, *newHeaders); err != nil {
+			return nil, &SettingError{Key: "headers", Msg: err.Error()}
+		}
+		redacted := RedactHeaderLines(*newHeaders)
+		o.Headers = &redacted
+	}
 	o.UpdatedBy = who
 	if err := c.Store.SaveChannelOverride(ctx, o); err != nil {
 		return nil, err
+	}
+	if newHeaders != nil {
+		c.Scrub.Add(HeaderValues(*newHeaders)...)
 	}
 	return c.View(ctx, id)
 }
@@ -353,4 +391,16 @@ func (c *Channels) Target(ctx context.Context, msg workflows.DeliveryInput) (Tar
 		return Target{}, &PermanentError{fmt.Errorf("channels.webhook.%w", err)}
 	}
 	return Target{URL: url, Method: s.Method, Headers: lines, Secret: s.Secret}, nil
+}
+
+// RefreshScrub registers the effective header values with c.Scrub (at
+// start; a value replaced through the API stays scrubbed until the next
+// refresh, the safe side).
+func (c *Channels) RefreshScrub(ctx context.Context) error {
+	s, _, err := c.Webhook(ctx)
+	if err != nil {
+		return err
+	}
+	c.Scrub.Set(HeaderValues(s.Headers)...)
+	return nil
 }

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -54,7 +55,8 @@ func TestParseHeaderLines(t *testing.T) {
 func TestRedactAndMergeHeaders(t *testing.T) {
 	text := "Authorization: Bearer abc\nX-Team: ops\nX-Api-Token: t0k"
 	red := RedactHeaderLines(text)
-	if strings.Contains(red, "abc") || strings.Contains(red, "t0k") || !strings.Contains(red, "X-Team: ops") {
+	// Every value is a secret (issue 18 item 2), not only credential names.
+	if strings.Contains(red, "abc") || strings.Contains(red, "t0k") || strings.Contains(red, "ops") || !strings.Contains(red, "X-Team: "+config.Redacted) {
 		t.Fatalf("redacted: %q", red)
 	}
 	merged, err := MergeRedacted(text, red+"\nX-New: 1")
@@ -337,6 +339,16 @@ func TestChannelSettingsOverridesAndRedaction(t *testing.T) {
 	}
 	if cfg.Channels.Webhook.URL != "https://h.example/in" {
 		t.Fatal("config was changed")
+	}
+	// Header values set through the API are sealed like the secret: the
+	// row keeps the names only, and no answer shows a value.
+	var rows []map[string]any
+	st.DB.Table("channel_overrides").Find(&rows)
+	if raw := fmt.Sprint(rows); strings.Contains(raw, "file-token") || strings.Contains(raw, "ops") || !strings.Contains(raw, "X-Extra") {
+		t.Fatalf("override row holds header values in clear: %s", raw)
+	}
+	if h := v.Settings["headers"].(string); strings.Contains(h, "file-token") || strings.Contains(h, "ops") || strings.Contains(h, ": 1") {
+		t.Fatalf("headers in the answer: %q", h)
 	}
 
 	// A message's `to` is used for that message only.

@@ -71,19 +71,9 @@ func validHeaderName(s string) bool {
 	return s != ""
 }
 
-// sensitiveHeader reports header names whose values are credentials.
-func sensitiveHeader(name string) bool {
-	n := strings.ToLower(name)
-	switch n {
-	case "authorization", "proxy-authorization", "cookie", "x-api-key", "api-key":
-		return true
-	}
-	return config.IsSecretKey(strings.ReplaceAll(n, "-", "_")) || strings.Contains(n, "key") || strings.Contains(n, "auth")
-}
-
-// RedactHeaderLines renders header text for reading: values of credential
-// headers (Authorization, Cookie, names containing token, secret, key,
-// auth, password) become ********. Unparsable text is redacted entirely.
+// RedactHeaderLines renders header text for reading: every value becomes
+// ******** (header values carry tokens; only the names are shown).
+// Unparsable text is redacted entirely.
 func RedactHeaderLines(text string) string {
 	if strings.TrimSpace(text) == "" {
 		return ""
@@ -95,7 +85,7 @@ func RedactHeaderLines(text string) string {
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {
 		v := l.Value
-		if sensitiveHeader(l.Name) && v != "" {
+		if v != "" {
 			v = config.Redacted
 		}
 		out = append(out, l.Name+": "+v)
@@ -128,4 +118,19 @@ func MergeRedacted(prev, next string) (string, error) {
 		out = append(out, l.Name+": "+l.Value)
 	}
 	return strings.Join(out, "\n"), nil
+}
+
+// HeaderValues are the values of "Name: value" header lines, registered as
+// secrets with package scrub (they carry tokens): each value, and for
+// "Scheme credential" values the credential alone.
+func HeaderValues(text string) []string {
+	lines, _ := ParseHeaderLines(text)
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, l.Value)
+		if _, cred, ok := strings.Cut(l.Value, " "); ok {
+			out = append(out, strings.TrimSpace(cred))
+		}
+	}
+	return out
 }

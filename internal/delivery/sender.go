@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -100,6 +101,9 @@ func (s *Sender) send(ctx context.Context, t Target, deliveryID string, body []b
 	if method == "" {
 		method = http.MethodPost
 	}
+	// The body leaves the gateway (and is signed): no configured secret or
+	// credential-shaped string goes with it, whoever wrote it.
+	body = scrub.JSON(body)
 	req, err := http.NewRequestWithContext(ctx, method, t.URL, bytes.NewReader(body))
 	if err != nil {
 		return Result{Err: fmt.Errorf("build request: %w", err)}
@@ -118,7 +122,7 @@ func (s *Sender) send(ctx context.Context, t Target, deliveryID string, body []b
 	resp, err := s.client.Do(req)
 	res := Result{Duration: time.Since(start)}
 	if err != nil {
-		res.Err = fmt.Errorf("send to %s: %w", DisplayURL(t.URL), unwrapURLError(err))
+		res.Err = scrub.Error(fmt.Errorf("send to %s: %w", DisplayURL(t.URL), unwrapURLError(err)))
 		// Network errors and timeouts retry; a refused destination will
 		// be refused again.
 		res.Retryable = !IsBlocked(err)
@@ -131,7 +135,8 @@ func (s *Sender) send(ctx context.Context, t Target, deliveryID string, body []b
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return res
 	}
-	res.Err = fmt.Errorf("%s answered %d %s%s", DisplayURL(t.URL), resp.StatusCode, http.StatusText(resp.StatusCode), quote(snippet))
+	// The receiver's answer is outside text: it may echo our headers.
+	res.Err = fmt.Errorf("%s answered %d %s%s", DisplayURL(t.URL), resp.StatusCode, http.StatusText(resp.StatusCode), scrub.String(quote(snippet)))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
 		res.Retryable = true

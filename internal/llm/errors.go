@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // ErrUnknownProvider is wrapped by the Router's error for a call naming a provider id that is not
@@ -42,6 +44,22 @@ type ProviderError struct {
 	Err error
 }
 
+// scrubError removes secrets from a provider's error: the ProviderError's own
+// fields (the provider may echo our request, API key included, in its error
+// body) and the text of whatever wraps it.
+func scrubError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		pe.Message = scrub.String(pe.Message)
+		pe.Type = scrub.String(pe.Type)
+	}
+	return scrub.Error(err)
+}
+
+// Error is the error's text, secrets removed (see package scrub).
 func (e *ProviderError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "llm provider %q (%s)", e.Provider, e.Address)
@@ -55,7 +73,7 @@ func (e *ProviderError) Error() string {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
 	}
-	return b.String()
+	return scrub.String(b.String())
 }
 
 func (e *ProviderError) Unwrap() error { return e.Err }

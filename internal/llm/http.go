@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // maxErrorBody bounds how much of an error body is read and quoted.
@@ -106,6 +108,8 @@ func (h *httpBase) statusError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	typ, msg := parseErrorBody(raw)
+	// Providers may quote the request (our API key included) in their error.
+	typ, msg = scrub.String(typ), scrub.String(msg)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}

@@ -218,6 +218,10 @@ func (r *Router) Do(ctx context.Context, call *Call) (resp *Response, err error)
 		}()
 	}
 
+	// Runs before the settle above (defers run last-in first-out): the ledger,
+	// like every caller, sees the provider's error text with secrets removed.
+	defer func() { err = scrubError(err) }()
+
 	// Resolve again: the gate may have rerouted the call.
 	var ok bool
 	p, ok = r.Provider(call.Provider)

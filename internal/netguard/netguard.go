@@ -61,6 +61,72 @@ func (p Policy) checkIP(host string, ip net.IP) error {
 	if !p.Enabled || p.hostAllowed(host) || p.hostAllowed(ip.String()) {
 		return nil
 	}
+	if err := p.classify(ip); err != nil {
+		return err
+	}
+	// An IPv6 address that carries an IPv4 address (IPv4-compatible, NAT64,
+	// 6to4, Teredo) reaches that IPv4 host through a translator or tunnel:
+	// it is judged by the embedded address too.
+	for _, v4 := range EmbeddedIPv4(ip) {
+		if err := p.classify(v4); err != nil {
+			return fmt.Errorf("%s embeds %w", ip, err)
+		}
+	}
+	return nil
+}
+
+var (
+	nat64      = mustCIDR("64:ff9b::/96")
+	nat64Local = mustCIDR("64:ff9b:1::/48")
+	sixToFour  = mustCIDR("2002::/16")
+	teredo     = mustCIDR("2001::/32")
+)
+
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// EmbeddedIPv4 returns the IPv4 addresses an IPv6 address carries:
+// IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96, and 64:ff9b:1::/48 per
+// RFC 6052's /48 layout), 6to4 (2002:aabb:ccdd::/48) and Teredo (server and
+// obfuscated client). IPv4-mapped addresses (::ffff:a.b.c.d) are IPv4
+// already (net.IP treats them so) and return nothing here.
+func EmbeddedIPv4(ip net.IP) []net.IP {
+	if ip.To4() != nil || len(ip) != net.IPv6len {
+		return nil
+	}
+	var out []net.IP
+	zero12 := true
+	for _, b := range ip[:12] {
+		if b != 0 {
+			zero12 = false
+			break
+		}
+	}
+	switch {
+	case zero12:
+		if !ip.Equal(net.IPv6unspecified) && !ip.Equal(net.IPv6loopback) {
+			out = append(out, net.IPv4(ip[12], ip[13], ip[14], ip[15]))
+		}
+	case nat64.Contains(ip):
+		out = append(out, net.IPv4(ip[12], ip[13], ip[14], ip[15]))
+	case nat64Local.Contains(ip):
+		out = append(out, net.IPv4(ip[6], ip[7], ip[9], ip[10]))
+	case sixToFour.Contains(ip):
+		out = append(out, net.IPv4(ip[2], ip[3], ip[4], ip[5]))
+	case teredo.Contains(ip):
+		out = append(out, net.IPv4(ip[4], ip[5], ip[6], ip[7]),
+			net.IPv4(ip[12]^0xff, ip[13]^0xff, ip[14]^0xff, ip[15]^0xff))
+	}
+	return out
+}
+
+// classify refuses ip by its own range.
+func (p Policy) classify(ip net.IP) error {
 	switch {
 	case ip.IsLoopback():
 		if !p.AllowLoopback {

@@ -75,3 +75,30 @@ func TestClientRefusesAtDialTime(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// IPv6 forms that carry an IPv4 address are judged by it (issue 18 item 7):
+// both in URLs (literal) and at dial time.
+func TestEmbeddedIPv4IsClassified(t *testing.T) {
+	strict := Policy{Enabled: true}
+	for _, ip := range []string{
+		"::127.0.0.1", "::a9fe:a9fe", "::ffff:127.0.0.1", "::ffff:a9fe:a9fe", // IPv4-compatible, -mapped
+		"64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1", "64:ff9b::10.0.0.1", // NAT64 /96
+		"64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1:7f00:0:100::", // NAT64 /48 (RFC 6052 layout)
+		"2002:a9fe:a9fe::", "2002:7f00:1::1", "2002:0a00:0001::", // 6to4
+		"2001:0:4136:e378:8000:63bf:5601:fefe", // Teredo: client 169.254.1.1 obfuscated
+		"2001:0:7f00:1::1",                     // Teredo: server 127.0.0.1
+	} {
+		err := strict.checkIP(ip, net.ParseIP(ip))
+		if err == nil || !errors.Is(err, ErrBlocked) {
+			t.Errorf("%s: err=%v, want blocked", ip, err)
+		}
+		if _, err := strict.CheckURL("http://[" + ip + "]/"); err == nil {
+			t.Errorf("URL with %s accepted", ip)
+		}
+	}
+	for _, ip := range []string{"64:ff9b::808:808", "2002:808:808::", "::1:0:0:1"} {
+		if err := strict.checkIP(ip, net.ParseIP(ip)); err != nil {
+			t.Errorf("%s (public IPv4 inside) refused: %v", ip, err)
+		}
+	}
+}

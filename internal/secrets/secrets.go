@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -57,6 +58,10 @@ func ValidName(name string) bool { return nameRe.MatchString(name) }
 type Store struct {
 	db      *models.Store
 	keyPath string
+
+	// Scrub, when set, holds every stored value (see RefreshScrub), so that
+	// no outside text carries a secret out of the gateway.
+	Scrub *scrub.Source
 
 	once  sync.Once
 	aead  cipher.AEAD
@@ -158,6 +163,30 @@ func (s *Store) Set(ctx context.Context, name, value string) error {
 	if err := s.db.PutSecret(ctx, &models.Secret{Name: name, KeyID: keyID, Nonce: nonce, Ciphertext: sealed}); err != nil {
 		return fmt.Errorf("store secret %s: %w", name, err)
 	}
+	s.Scrub.Add(value)
+	return nil
+}
+
+// RefreshScrub registers every stored value with s.Scrub (at start; a
+// replaced or deleted value stays scrubbed until the next refresh, which is
+// the safe side).
+func (s *Store) RefreshScrub(ctx context.Context) error {
+	if s.Scrub == nil {
+		return nil
+	}
+	metas, err := s.List(ctx)
+	if err != nil {
+		return err
+	}
+	values := make([]string, 0, len(metas))
+	for _, m := range metas {
+		v, err := s.Reveal(ctx, m.Name)
+		if err != nil {
+			return err
+		}
+		values = append(values, v)
+	}
+	s.Scrub.Set(values...)
 	return nil
 }
 

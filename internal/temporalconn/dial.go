@@ -33,6 +33,8 @@ func Dial(ctx context.Context, cfg config.TemporalConfig, address string, logger
 		// Workers made from this client use the interceptor too.
 		Interceptors:   []interceptor.ClientInterceptor{tracing},
 		MetricsHandler: telemetry.TemporalMetrics(),
+		// Error texts are scrubbed of secrets before they enter history.
+		FailureConverter: newScrubbingFailures(),
 	}
 	if cfg.TLS.Enabled || cfg.APIKey != "" {
 		tc, err := tlsConfig(cfg.TLS)
