@@ -49,12 +49,15 @@ type ServerConfig struct {
 	Port   int    `yaml:"port" env:"PORT"`
 	APIKey string `yaml:"api_key,omitempty" env:"API_KEY"`
 	// MaxBodyBytes bounds every request body; larger bodies get 413.
-	MaxBodyBytes    int            `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
-	ShutdownTimeout time.Duration  `yaml:"shutdown_timeout" env:"SHUTDOWN_TIMEOUT"`
-	TLS             TLSConfig      `yaml:"tls" env:", prefix=TLS_"`
-	CORS            CORSConfig     `yaml:"cors" env:", prefix=CORS_"`
-	GUI             bool           `yaml:"gui" env:"GUI"`
-	Extra           map[string]any `yaml:",inline"`
+	MaxBodyBytes    int           `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" env:"SHUTDOWN_TIMEOUT"`
+	TLS             TLSConfig     `yaml:"tls" env:", prefix=TLS_"`
+	CORS            CORSConfig    `yaml:"cors" env:", prefix=CORS_"`
+	GUI             bool          `yaml:"gui" env:"GUI"`
+	// Edition is personal (default), team or scale: team and scale refuse
+	// stdio MCP registrations and non-HTTPS MCP endpoints.
+	Edition string         `yaml:"edition,omitempty" env:"EDITION"`
+	Extra   map[string]any `yaml:",inline"`
 }
 
 // TLSConfig turns on HTTPS with a certificate pair.
