@@ -10,4 +10,8 @@ import (
 	"github.com/agentryhq/agentry/dev/gatewaytest"
 )
 
-func TestMain(m *testing.M) { gatewaytest.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary doubles as the stdio MCP server (see mcp_test.go).
+	runMCPServerIfAsked()
+	gatewaytest.Main(m)
+}

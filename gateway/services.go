@@ -17,6 +17,7 @@ import (
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/events"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/schedules"
@@ -64,6 +65,8 @@ type Services struct {
 	// ledger; Reconciler keeps its Schedule and starts on-demand runs.
 	Reconcile  *reconcile.Service
 	Reconciler *reconcile.Scheduler
+	// MCP holds the MCP servers (config.yaml mcp: and PUT /mcp/own/{id}).
+	MCP *mcp.Registry
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -85,6 +88,15 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Agents = agent.NewRegistry(append([]string{cfg.Workspace.AgentsDir()}, cfg.AgentDirs...), log)
 	go s.Agents.Watch(bg, AgentWatchInterval)
 	s.Toolbox = agent.NewToolbox(SSRFPolicy(&cfg.Config), cfg.Runtime.ToolTimeout)
+	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())
+	s.Secrets.Scrub = scrub.Register("secrets")
+	if err := s.Secrets.RefreshScrub(ctx); err != nil {
+		log.Warn("secrets store values are not scrubbed from outside text", "err", err)
+	}
+	if err := s.addMCP(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
 	s.Events = events.New(g.Store, log)
 	if s.Costs, err = NewCosts(ctx, g, s.Agents, s.Events, log); err != nil {
@@ -94,11 +106,6 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Router.SetGate(s.Costs.Observed(g.auditRejection))
 	go s.Costs.RunReaper(bg)
 	s.AgentFiles = agent.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
-	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())
-	s.Secrets.Scrub = scrub.Register("secrets")
-	if err := s.Secrets.RefreshScrub(ctx); err != nil {
-		log.Warn("secrets store values are not scrubbed from outside text", "err", err)
-	}
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	if err := s.addDelivery(bg); err != nil {
@@ -155,11 +162,30 @@ func (s *Services) addReconciliation(bg context.Context) {
 	go s.Reconciler.Run(bg)
 }
 
+// addMCP connects the MCP servers of config.yaml and those registered
+// through the API (in the background: an unreachable server is retried,
+// it does not stop the gateway) and lets the toolbox call their tools.
+func (s *Services) addMCP(ctx context.Context) error {
+	cfg := s.gw.Config
+	specs, err := mcp.ParseConfig(cfg.MCP)
+	if err != nil {
+		return err
+	}
+	manager := mcp.NewManager(mcp.Policy{Edition: cfg.Server.Edition, ServersDir: cfg.Workspace.MCPServersDir(),
+		SSRF: SSRFPolicy(&cfg.Config)}, s.log)
+	s.MCP = mcp.NewRegistry(s.gw.Store, s.Secrets, manager)
+	if err := s.MCP.Load(ctx, specs); err != nil {
+		s.log.Warn("mcp servers", "err", err)
+	}
+	s.Toolbox.MCP = manager
+	return nil
+}
+
 // addWorkboard wires the event stream, task runs and the TaskRun worker
 // registration.
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
-	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Config: cfg,
+	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, Config: cfg,
 		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue}
 	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
 		Events: s.Events, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
@@ -221,6 +247,7 @@ func (s *Services) adminFeatures() []api.Feature {
 		&api.AgentAdminFeature{Files: s.AgentFiles, Chat: s.Chat},
 		&api.MemoryFeature{Store: s.gw.Store},
 		&api.SecretsFeature{Secrets: s.Secrets},
+		&api.MCPFeature{Registry: s.MCP},
 		&api.DiagnosticsFeature{Router: s.Router},
 		&api.AgentPackagesFeature{Packages: s.packageService()},
 	}
@@ -278,5 +305,8 @@ func (s *Services) Stop() {
 	}
 	if s.Costs != nil {
 		s.Costs.Close()
+	}
+	if s.MCP != nil {
+		s.MCP.Manager().Close()
 	}
 }

@@ -49,7 +49,7 @@ type TaskRunInput struct {
 	Subject            string      `json:"subject"`
 	DataClassification string      `json:"data_classification,omitempty"`
 	Agent              agent.Input `json:"agent"`
-	Builtins           []string    `json:"builtins"`
+	Builtins           []string    `json:"builtins"` // tool grants: builtins and mcp__<server>__* (Definition.ToolGrants)
 	// Timeout overrides TaskRunTimeout (tests); 0 means TaskRunTimeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
@@ -130,6 +130,6 @@ type LLMTurnInput struct {
 type ToolInput struct {
 	Run        RunRef               `json:"run"`
 	Invocation agent.ToolInvocation `json:"invocation"`
-	// Builtins are the tools the agent may use.
+	// Builtins are the tool grants: builtin names and mcp__<server>__* patterns.
 	Builtins []string `json:"builtins"`
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/agentryhq/agentry/internal/mcp"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentryhq/agentry/drivers"
@@ -36,7 +38,11 @@ type Definition struct {
 	LLM          LLMSettings     `yaml:"llm" json:"llm"`
 	Channels     []string        `yaml:"channels,omitempty" json:"channels"`
 	Builtins     []string        `yaml:"builtins,omitempty" json:"builtins"`
-	MaxTurns     int             `yaml:"max_turns,omitempty" json:"max_turns,omitempty"`
+	// MCP lists the MCP servers whose tools the agent may use ("*": all).
+	MCP []string `yaml:"mcp,omitempty" json:"mcp,omitempty"`
+	// Skills names the skills whose instructions and tools the agent uses.
+	Skills   []string `yaml:"skills,omitempty" json:"skills,omitempty"`
+	MaxTurns int      `yaml:"max_turns,omitempty" json:"max_turns,omitempty"`
 
 	// File is where the definition was read from.
 	File string `yaml:"-" json:"-"`
@@ -87,6 +93,16 @@ func (d *Definition) DisplayName() string {
 		return d.Name
 	}
 	return d.ID
+}
+
+// ToolGrants are the tool names the agent may call: its builtins and, per
+// MCP server it opted into, the pattern mcp__<server>__*.
+func (d *Definition) ToolGrants() []string {
+	out := append([]string(nil), d.Builtins...)
+	for _, id := range d.MCP {
+		out = append(out, mcp.Grant(id))
+	}
+	return out
 }
 
 // Known builtin tools.
@@ -222,6 +238,11 @@ func (d *Definition) validate() []FieldError {
 	for _, b := range d.Builtins {
 		if _, driver := drivers.LookupTool(b); !slices.Contains(KnownBuiltins, b) && !driver {
 			bad("builtins", "unknown builtin %q (known: %s, and the tools of drivers built in with agentryd build --with)", b, strings.Join(KnownBuiltins, ", "))
+		}
+	}
+	for _, id := range d.MCP {
+		if id != "*" && !mcp.ValidID(id) {
+			bad("mcp", "%q is not an MCP server id (or * for all)", id)
 		}
 	}
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {

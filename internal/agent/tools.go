@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentryhq/agentry/drivers"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/telemetry"
 )
@@ -53,11 +54,24 @@ func ToolsFor(builtins []string) []llm.Tool {
 	return out
 }
 
-// Toolbox executes builtin tools. File tools are confined to a work
-// directory; http_get passes the SSRF policy.
+// Toolbox executes builtin tools and MCP tools. File tools are confined to
+// a work directory; http_get passes the SSRF policy; mcp__<server>__<tool>
+// calls go to the MCP manager.
 type Toolbox struct {
 	HTTP    *http.Client
 	Timeout time.Duration
+	// MCP runs MCP tools; nil when no server is configured.
+	MCP *mcp.Manager
+}
+
+// Tools are the schemas of every tool an agent may use: its builtins, then
+// the tools of the MCP servers it opted into.
+func (t *Toolbox) Tools(def *Definition) []llm.Tool {
+	tools := ToolsFor(def.Builtins)
+	if t != nil && t.MCP != nil {
+		tools = append(tools, t.MCP.Tools(def.MCP)...)
+	}
+	return tools
 }
 
 // NewToolbox builds a toolbox with the runtime's SSRF policy.
@@ -99,12 +113,29 @@ func endToolSpan(span trace.Span, call llm.ToolCall, res ToolResult, err error) 
 	span.End()
 }
 
+// execute runs the call. allowed holds the agent's tool grants
+// (Definition.ToolGrants). An MCP server that cannot be reached is an
+// *mcp.TransportError: task runs retry it as an activity, chat shows it to
+// the model.
 func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string, call llm.ToolCall) (ToolResult, error) {
-	if !slices.Contains(allowed, call.Name) {
+	if !slices.Contains(allowed, call.Name) && !mcp.Granted(allowed, call.Name) {
 		return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
+	if strings.HasPrefix(call.Name, mcp.ToolPrefix) {
+		if t.MCP == nil {
+			return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
+		}
+		res, err := t.MCP.Call(ctx, call.Name, call.Arguments)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return ToolResult{Content: fmt.Sprintf("%s did not answer within %s", call.Name, t.Timeout), IsError: true}, nil
+		}
+		if err != nil {
+			return ToolResult{}, err
+		}
+		return ToolResult{Content: res.Content, IsError: res.IsError}, nil
+	}
 	var res ToolResult
 	var err error
 	switch call.Name {

@@ -34,19 +34,20 @@ type Settings struct {
 	Caching     bool
 }
 
-// Resolve applies agent configuration, then overrides, then the output
+// Resolve applies agent configuration (tools: the agent's tool schemas,
+// builtins and MCP, from Toolbox.Tools), then overrides, then the output
 // ceiling. Overrides are evaluated after the agent so they can never escape
 // its bounds; the workspace and agent allowlists are enforced by the cost
 // controller at admission, for every surface, where a refused call also
 // gets its ledger row.
-func Resolve(cfg *config.Config, router *llm.Router, def *agent.Definition, ov *Overrides, who *auth.Principal) (Settings, error) {
+func Resolve(cfg *config.Config, router *llm.Router, def *agent.Definition, tools []llm.Tool, ov *Overrides, who *auth.Principal) (Settings, error) {
 	s := Settings{
 		Provider:    def.LLM.Provider,
 		Model:       def.LLM.Model,
 		Temperature: def.LLM.Temperature,
 		MaxTokens:   def.LLM.MaxTokens,
 		MaxTurns:    def.MaxTurns,
-		Tools:       agent.ToolsFor(def.Builtins),
+		Tools:       tools,
 	}
 	if s.Provider == "" {
 		s.Provider = cfg.LLM.DefaultProvider

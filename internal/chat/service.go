@@ -22,6 +22,7 @@ import (
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -102,7 +103,7 @@ func (s *Service) Prepare(ctx context.Context, req *Request) (*agent.Definition,
 	if !def.IsEnabled() {
 		return nil, Settings{}, fmt.Errorf("%w: %s", ErrAgentDisabled, req.AgentID)
 	}
-	set, err := Resolve(&s.Config.Config, s.Router, def, req.Overrides, auth.FromContext(ctx))
+	set, err := Resolve(&s.Config.Config, s.Router, def, s.Toolbox.Tools(def), req.Overrides, auth.FromContext(ctx))
 	if err != nil {
 		return nil, Settings{}, err
 	}
@@ -265,5 +266,11 @@ func (e *inProcess) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 }
 
 func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
-	return e.svc.Toolbox.Execute(e.ctx, e.workDir, e.def.Builtins, inv.Call)
+	res, err := e.svc.Toolbox.Execute(e.ctx, e.workDir, e.def.ToolGrants(), inv.Call)
+	var unreachable *mcp.TransportError
+	if errors.As(err, &unreachable) {
+		// In chat there is no durable retry: the model hears about it.
+		return agent.ToolResult{Content: err.Error(), IsError: true}, nil
+	}
+	return res, err
 }

@@ -55,8 +55,11 @@ type ServerConfig struct {
 	CORS            CORSConfig    `yaml:"cors" env:", prefix=CORS_"`
 	// GUI serves the operator console at /. Unset (nil) means on when Host
 	// is a loopback address and off otherwise; see GUIEnabled.
-	GUI   *bool          `yaml:"gui,omitempty" env:"GUI"`
-	Extra map[string]any `yaml:",inline"`
+	GUI *bool `yaml:"gui,omitempty" env:"GUI"`
+	// Edition is personal (default), team or scale: team and scale refuse
+	// stdio MCP registrations and non-HTTPS MCP endpoints.
+	Edition string         `yaml:"edition,omitempty" env:"EDITION"`
+	Extra   map[string]any `yaml:",inline"`
 }
 
 // TLSConfig turns on HTTPS with a certificate pair.

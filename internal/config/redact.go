@@ -44,6 +44,10 @@ func Redact(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, val := range t {
+			if m, ok := val.(map[string]any); ok && valuesAreSecret(k) {
+				out[k] = redactAll(m)
+				continue
+			}
 			switch val.(type) {
 			case map[string]any, []any:
 				out[k] = Redact(val)
@@ -69,6 +73,25 @@ func Redact(v any) any {
 	default:
 		return v
 	}
+}
+
+// valuesAreSecret: every value under these keys is a secret whatever its
+// name (an MCP server's headers and env: Authorization, GITHUB_TOKEN, ...).
+func valuesAreSecret(key string) bool {
+	k := strings.ToLower(key)
+	return k == "headers" || k == "env"
+}
+
+func redactAll(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if isEmpty(v) {
+			out[k] = v
+			continue
+		}
+		out[k] = Redacted
+	}
+	return out
 }
 
 func isEmpty(v any) bool {

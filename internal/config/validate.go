@@ -21,6 +21,11 @@ func Validate(c *Config) error {
 	if c.Server.MaxBodyBytes <= 0 {
 		bad("server.max_body_bytes", "must be positive")
 	}
+	switch c.Server.Edition {
+	case "", "personal", "team", "scale":
+	default:
+		bad("server.edition", "unknown edition %q (use personal, team or scale)", c.Server.Edition)
+	}
 	if c.Server.TLS.Enabled && (c.Server.TLS.CertFile == "" || c.Server.TLS.KeyFile == "") {
 		bad("server.tls", "enabled needs cert_file and key_file")
 	}

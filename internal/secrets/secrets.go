@@ -237,3 +237,41 @@ func (s *Store) Reveal(ctx context.Context, name string) (string, error) {
 	}
 	return string(plain), nil
 }
+
+// Sealed is a value sealed by Seal: store all three fields.
+type Sealed struct {
+	KeyID      string
+	Nonce      []byte
+	Ciphertext []byte
+}
+
+// Seal encrypts plaintext for a feature that keeps its own rows (MCP server
+// headers and env); label is authenticated data naming the owner, so a
+// sealed value moved to another row does not open.
+func (s *Store) Seal(label string, plaintext []byte) (Sealed, error) {
+	aead, keyID, err := s.cipher()
+	if err != nil {
+		return Sealed{}, err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return Sealed{}, fmt.Errorf("secret nonce: %w", err)
+	}
+	return Sealed{KeyID: keyID, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, plaintext, []byte(label))}, nil
+}
+
+// Open decrypts what Seal sealed under the same label.
+func (s *Store) Open(label string, v Sealed) ([]byte, error) {
+	aead, keyID, err := s.cipher()
+	if err != nil {
+		return nil, err
+	}
+	if v.KeyID != keyID {
+		return nil, fmt.Errorf("%s: %w", label, ErrWrongKey)
+	}
+	plain, err := aead.Open(nil, v.Nonce, v.Ciphertext, []byte(label))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: the stored value does not authenticate", label)
+	}
+	return plain, nil
+}

@@ -46,8 +46,10 @@ type Service struct {
 	Store  *models.Store
 	Agents *agent.Registry
 	Router *llm.Router
-	Config *config.Loaded
-	Events Notifier
+	// Toolbox gives the agent's tool schemas (builtins and MCP).
+	Toolbox *agent.Toolbox
+	Config  *config.Loaded
+	Events  Notifier
 	// TaskQueue is the worker's queue (temporal.task_queue).
 	TaskQueue string
 	// Timeout overrides workflows.TaskRunTimeout (tests).
@@ -79,7 +81,7 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	if !def.IsEnabled() {
 		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("agent %q is disabled", def.ID)}
 	}
-	set, err := chat.Resolve(&r.Config.Config, r.Router, def, nil, principal)
+	set, err := chat.Resolve(&r.Config.Config, r.Router, def, r.Toolbox.Tools(def), nil, principal)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +101,7 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	}
 	in := workflows.TaskRunInput{
 		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
-		DataClassification: def.LLM.DataClassification, Builtins: def.Builtins, Timeout: r.Timeout,
+		DataClassification: def.LLM.DataClassification, Builtins: def.ToolGrants(), Timeout: r.Timeout,
 		Agent: agent.Input{
 			Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, UserText: TaskPrompt(task),
 			Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,

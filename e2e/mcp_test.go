@@ -1,0 +1,265 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentryhq/agentry/dev/fakellm"
+	"github.com/agentryhq/agentry/dev/gatewaytest"
+	"github.com/agentryhq/agentry/dev/mcpserver"
+)
+
+const (
+	mcpHeaderSecret = "Bearer http-header-secret-4711"
+	mcpEnvSecret    = "stdio-env-secret-4712"
+	mcpCfgSecret    = "config-header-secret-4713"
+)
+
+// runMCPServerIfAsked turns this test binary into the dev MCP server on
+// stdio when a managed wrapper script starts it.
+func runMCPServerIfAsked() {
+	if os.Getenv("AGENTRY_TEST_MCPSERVER") != "stdio" {
+		return
+	}
+	err := mcpserver.RunStdio(context.Background(), mcpserver.New(mcpserver.Options{CallLog: os.Getenv("MCPSERVER_CALL_LOG")}))
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// startMCPHTTP serves the dev MCP server over streamable HTTP, requiring
+// the Authorization header.
+func startMCPHTTP(t *testing.T, auth string) string {
+	h := mcpserver.Handler(mcpserver.New(mcpserver.Options{}))
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth != "" && r.Header.Get("Authorization") != auth {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	// The gateway's client keeps an SSE stream open: cut it, or Close waits.
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	return ts.URL
+}
+
+// managedStdioServer writes mcp-servers/<name>, a script that runs this
+// test binary as the stdio MCP server.
+func managedStdioServer(t *testing.T, ws, name string) {
+	dir := filepath.Join(ws, "mcp-servers")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\nAGENTRY_TEST_MCPSERVER=stdio exec %q -test.run='^$' \"$@\"\n", exe)
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const mcpAgents = "id: tooluser\nsystem_prompt: Use tools.\nmcp: [web, local]\n"
+
+func startMCPGateway(t *testing.T, extra string) *gatewaytest.Gateway {
+	ws := t.TempDir()
+	managedStdioServer(t, ws, "devserver")
+	return gatewaytest.Start(t, gatewaytest.Options{Workspace: ws, Agents: map[string]string{
+		"tooluser.yaml": mcpAgents, "all.yaml": "id: all\nmcp: ['*']\n", "none.yaml": "id: none\n",
+	}, Config: "runtime: {ssrf: {enabled: true, allow_loopback: true}}\n" + extra})
+}
+
+func TestMCPRegisterChatAndSecrets(t *testing.T) {
+	cfgURL := startMCPHTTP(t, mcpCfgSecret)
+	g := startMCPGateway(t, fmt.Sprintf("mcp:\n  fromcfg: {url: %q, headers: {Authorization: %q}}\n", cfgURL, mcpCfgSecret))
+	webURL := startMCPHTTP(t, mcpHeaderSecret)
+
+	web := map[string]any{"transport": "http", "url": webURL, "headers": map[string]string{"Authorization": mcpHeaderSecret}}
+	r := g.Do("PUT", "/api/v1/mcp/own/web", web)
+	if r.Status != 201 {
+		t.Fatalf("first PUT: %d %s", r.Status, r.Raw)
+	}
+	if tools := fmt.Sprint(r.JSON["tools"]); !strings.Contains(tools, "echo") || r.JSON["status"] != "connected" {
+		t.Fatalf("PUT answer lists the tools: %s", r.Raw)
+	}
+	r = g.Do("PUT", "/api/v1/mcp/own/web", web)
+	if r.Status != 200 || r.JSON["status"] != "connected" {
+		t.Fatalf("repeated PUT is an update: %d %s", r.Status, r.Raw)
+	}
+	r = g.Do("PUT", "/api/v1/mcp/own/local", map[string]any{"transport": "stdio", "command": "devserver", "env": map[string]string{"DEV_TOKEN": mcpEnvSecret}})
+	if r.Status != 201 {
+		t.Fatalf("stdio PUT: %d %s", r.Status, r.Raw)
+	}
+	list := g.Do("GET", "/api/v1/mcp/own", nil)
+	if list.Status != 200 || strings.Count(string(list.Raw), `"connected"`) < 2 {
+		t.Fatalf("list: %s", list.Raw)
+	}
+
+	// Chat: the agent is offered its servers' tools and calls one.
+	g.Fake.Script(
+		fakellm.Rule{Contains: "sum please", Times: 1, ToolCalls: []fakellm.ToolCall{fakellm.NewToolCall("mcp__web__add", map[string]any{"a": 2, "b": 40})}},
+		fakellm.Rule{Contains: "42", Times: 1, Reply: "The sum is 42."},
+		fakellm.Rule{Contains: "bad args", Times: 1, ToolCalls: []fakellm.ToolCall{fakellm.NewToolCall("mcp__local__add", map[string]any{"a": "two"})}},
+		fakellm.Rule{Contains: "input schema", Times: 1, Reply: "The tool refused my arguments."},
+	)
+	r = g.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "tooluser", "text": "sum please"})
+	if r.Status != 200 || r.JSON["reply"] != "The sum is 42." {
+		calls := g.Fake.Calls()
+		t.Fatalf("chat: %d %s\nlast call: %s", r.Status, r.Raw, calls[len(calls)-1].Body)
+	}
+	first := g.Fake.Calls()[len(g.Fake.Calls())-2]
+	if !slices.Contains(first.Tools, "mcp__web__add") || !slices.Contains(first.Tools, "mcp__local__echo") || slices.ContainsFunc(first.Tools, func(s string) bool { return strings.HasPrefix(s, "mcp__fromcfg__") }) {
+		t.Fatalf("tools offered: %v", first.Tools)
+	}
+	r = g.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "tooluser", "text": "bad args"})
+	if r.Status != 200 || r.JSON["reply"] != "The tool refused my arguments." {
+		t.Fatalf("schema failure goes back to the model: %d %s", r.Status, r.Raw)
+	}
+	n := g.Fake.CallCount()
+	g.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "all", "text": "hello"})
+	calls := g.Fake.Calls()
+	if len(calls) != n+1 || !slices.Contains(calls[n].Tools, "mcp__fromcfg__echo") {
+		t.Fatalf("[*] offers every server's tools: %v", calls[len(calls)-1].Tools)
+	}
+	g.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "none", "text": "hello"})
+	if last := g.Fake.Calls()[len(g.Fake.Calls())-1]; len(last.Tools) != 0 {
+		t.Fatalf("an agent without mcp: gets no MCP tools: %v", last.Tools)
+	}
+
+	// Secrets: never in answers, GET /config or the log.
+	for _, path := range []string{"/api/v1/mcp/own", "/api/v1/mcp/own/web", "/api/v1/mcp/own/local", "/api/v1/mcp/own/fromcfg", "/api/v1/config", "/api/v1/logs?lines=5000"} {
+		r := g.Do("GET", path, nil)
+		if r.Status != 200 {
+			t.Fatalf("GET %s: %d %s", path, r.Status, r.Raw)
+		}
+		for _, secret := range []string{mcpHeaderSecret, mcpEnvSecret, mcpCfgSecret, "http-header-secret"} {
+			if strings.Contains(string(r.Raw), secret) {
+				t.Fatalf("GET %s leaks a secret: %s", path, r.Raw)
+			}
+		}
+	}
+	if r := g.Do("GET", "/api/v1/mcp/own/local", nil); !strings.Contains(string(r.Raw), "DEV_TOKEN") {
+		t.Fatalf("env names are shown: %s", r.Raw)
+	}
+
+	// Config servers are not the API's to change.
+	if r := g.Do("DELETE", "/api/v1/mcp/own/fromcfg", nil); r.Status != 409 {
+		t.Fatalf("delete config server: %d %s", r.Status, r.Raw)
+	}
+	if r := g.Do("DELETE", "/api/v1/mcp/own/web", nil); r.Status != 204 {
+		t.Fatalf("delete: %d %s", r.Status, r.Raw)
+	}
+	if r := g.Do("GET", "/api/v1/mcp/own/web", nil); r.Status != 404 {
+		t.Fatalf("deleted server: %d", r.Status)
+	}
+	if r := g.Do("DELETE", "/api/v1/mcp/own/web", nil); r.Status != 404 {
+		t.Fatalf("second delete: %d", r.Status)
+	}
+	if r := g.DoAs(viewerKeyMCP, "GET", "/api/v1/mcp/own", nil); r.Status != 401 && r.Status != 403 {
+		t.Fatalf("non-admin: %d", r.Status)
+	}
+}
+
+const viewerKeyMCP = "not-a-key-at-all-000000"
+
+func TestMCPRegistrationBadInputAndPolicy(t *testing.T) {
+	g := startMCPGateway(t, "")
+	ws := g.Workspace
+	outside := filepath.Join(ws, "outside-server")
+	if err := os.WriteFile(outside, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "mcp-servers", "escape")); err != nil {
+		t.Fatal(err)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>not mcp</html>")) }))
+	defer html.Close()
+
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		want   string
+	}{
+		{"unreachable", map[string]any{"transport": "http", "url": closedURL}, 502, "mcp server bad"},
+		{"not mcp", map[string]any{"transport": "http", "url": html.URL}, 502, "mcp server bad"},
+		{"outside mcp-servers", map[string]any{"transport": "stdio", "command": outside}, 403, "outside the managed directory"},
+		{"symlink out", map[string]any{"transport": "stdio", "command": "escape"}, 403, "outside the managed directory"},
+		{"missing command", map[string]any{"transport": "stdio", "command": "nope"}, 403, "does not resolve"},
+		{"unknown field", map[string]any{"transport": "http", "url": "http://x", "token": "y"}, 400, "unknown field"},
+		{"bad transport", map[string]any{"transport": "sse", "url": "http://x"}, 400, "transport"},
+		{"mixed", map[string]any{"transport": "http", "url": "http://x", "command": "y"}, 400, "transport"},
+		{"not an object", "[1,2]", 400, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := g.Do("PUT", "/api/v1/mcp/own/bad", tc.body)
+			if r.Status != tc.status || !strings.Contains(fmt.Sprint(r.JSON["error"]), tc.want) {
+				t.Fatalf("%d %s", r.Status, r.Raw)
+			}
+			if tc.status == 502 && r.JSON["server"] != "bad" {
+				t.Fatalf("502 names the server: %s", r.Raw)
+			}
+		})
+	}
+	if r := g.Do("PUT", "/api/v1/mcp/own/Bad__Id", map[string]any{"transport": "http", "url": "http://x"}); r.Status != 400 {
+		t.Fatalf("bad id: %d %s", r.Status, r.Raw)
+	}
+	if r := g.Do("GET", "/api/v1/mcp/own/bad", nil); r.Status != 404 {
+		t.Fatalf("nothing stored after refusals: %d %s", r.Status, r.Raw)
+	}
+
+	team := startMCPGateway(t, "server: {edition: team}\n")
+	if r := team.Do("PUT", "/api/v1/mcp/own/local", map[string]any{"transport": "stdio", "command": "devserver"}); r.Status != 403 || r.JSON["code"] != "policy" {
+		t.Fatalf("team refuses stdio: %d %s", r.Status, r.Raw)
+	}
+	if r := team.Do("PUT", "/api/v1/mcp/own/web", map[string]any{"transport": "http", "url": startMCPHTTP(t, "")}); r.Status != 403 || !strings.Contains(string(r.Raw), "https") {
+		t.Fatalf("team refuses http://: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestMCPRegistrationSurvivesRestart(t *testing.T) {
+	ws := t.TempDir()
+	managedStdioServer(t, ws, "devserver")
+	opts := gatewaytest.Options{Workspace: ws, Agents: map[string]string{"tooluser.yaml": mcpAgents},
+		Config: "runtime: {ssrf: {enabled: true, allow_loopback: true}}\n"}
+	g := gatewaytest.Start(t, opts)
+	if r := g.Do("PUT", "/api/v1/mcp/own/local", map[string]any{"transport": "stdio", "command": "devserver", "env": map[string]string{"DEV_TOKEN": mcpEnvSecret}}); r.Status != 201 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g.Shutdown(ctx)
+	// The sealed row holds no clear value.
+	files, _ := filepath.Glob(filepath.Join(ws, "data", "agentry.db*"))
+	for _, f := range files {
+		if db, _ := os.ReadFile(f); strings.Contains(string(db), mcpEnvSecret) {
+			t.Fatalf("env value stored in clear in %s", f)
+		}
+	}
+	g2 := gatewaytest.Start(t, opts)
+	waitUntil(t, 30*time.Second, "stored server reconnects", func() bool {
+		r := g2.Do("GET", "/api/v1/mcp/own/local", nil)
+		return r.Status == 200 && r.JSON["status"] == "connected"
+	})
+	g2.Fake.Script(
+		fakellm.Rule{Contains: "echo please", Times: 1, ToolCalls: []fakellm.ToolCall{fakellm.NewToolCall("mcp__local__echo", map[string]any{"text": "after restart"})}},
+		fakellm.Rule{Contains: "after restart", Times: 1, Reply: "done"},
+	)
+	if r := g2.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "tooluser", "text": "echo please"}); r.JSON["reply"] != "done" {
+		t.Fatalf("chat after restart: %d %s", r.Status, r.Raw)
+	}
+}
