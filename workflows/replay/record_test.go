@@ -14,6 +14,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentryhq/agentry/dev/fakeexport"
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
 	"github.com/agentryhq/agentry/workflows"
@@ -97,7 +98,40 @@ channels:
 	}
 	record(ctx, t, c, deliveryWID, "Delivery-scheduled-output.json")
 
+	recordReconcile(ctx, t)
 	recordVersionDemo(ctx, t, c)
+}
+
+// recordReconcile records an on-demand Reconcile run of one day against the
+// fake usage/cost export APIs, on a gateway of its own (reconciliation is
+// configured at start).
+func recordReconcile(ctx context.Context, t *testing.T) {
+	t.Helper()
+	const day = "2026-01-15"
+	exp := fakeexport.New("sk-admin-replay-record")
+	if err := exp.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close()
+	exp.AddCost(day, fakeexport.Line{Provider: "openai", Model: "gpt-4o-mini", LineItem: "completions", USD: 1.25})
+	t.Setenv("AGENTRY_TEST_RECORD_OPENAI_ADMIN", "sk-admin-replay-record")
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: fmt.Sprintf(`
+costs:
+  reconciliation:
+    enabled: true
+    interval: 1h
+    providers:
+      openai: {type: openai, base_url: %q, api_key_env: AGENTRY_TEST_RECORD_OPENAI_ADMIN, organization: org-record}
+`, exp.URL()+"/v1")})
+	r := g.Do("POST", "/api/v1/costs/reconciliation/run", map[string]string{"day": day})
+	if r.Status != 202 {
+		t.Fatalf("reconcile: %d %s", r.Status, r.Raw)
+	}
+	wid := r.JSON["workflow_id"].(string)
+	if err := g.Temporal.GetWorkflow(ctx, wid, "").Get(ctx, nil); err != nil {
+		t.Fatalf("reconcile run: %v", err)
+	}
+	record(ctx, t, g.Temporal, wid, "Reconcile-on-demand.json")
 }
 
 func record(ctx context.Context, t *testing.T, c client.Client, wid, name string) {
