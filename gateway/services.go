@@ -18,6 +18,7 @@ import (
 	"github.com/agentryhq/agentry/internal/events"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/internal/taskruns"
@@ -38,7 +39,9 @@ type Services struct {
 	Agents  *agent.Registry
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
-	Chat    *chat.Service
+	// RunLog keeps durable runs' conversations out of Temporal.
+	RunLog *runlog.Log
+	Chat   *chat.Service
 	// AgentFiles writes definition files for the agent admin routes.
 	AgentFiles *agent.Files
 	// Secrets is the write-only secret store (credentials/secrets.key).
@@ -78,6 +81,8 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Agents = agent.NewRegistry(append([]string{cfg.Workspace.AgentsDir()}, cfg.AgentDirs...), log)
 	go s.Agents.Watch(bg, AgentWatchInterval)
 	s.Toolbox = agent.NewToolbox(SSRFPolicy(&cfg.Config), cfg.Runtime.ToolTimeout)
+	s.Toolbox.OutputCap = cfg.Runtime.ToolOutputCap
+	s.RunLog = &runlog.Log{Store: g.Store, BlobDir: cfg.Workspace.BlobsDir()}
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
 	s.Events = events.New(g.Store, log)
 	if s.Costs, err = NewCosts(ctx, g, s.Agents, s.Events, log); err != nil {
@@ -131,9 +136,9 @@ func (s *Services) addDelivery(bg context.Context) error {
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
 	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Config: cfg,
-		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue}
+		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue, Log: s.RunLog}
 	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-		Events: s.Events, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
+		Events: s.Events, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
 }
 
 // NewRouter builds the LLM router from llm.providers. API keys come from the

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -50,11 +51,19 @@ func ToolsFor(builtins []string) []llm.Tool {
 	return out
 }
 
+// DefaultToolOutputCap is the default of runtime.tool_output_cap: the most
+// bytes of one tool result the model is shown.
+const DefaultToolOutputCap = 32 << 10
+
 // Toolbox executes builtin tools. File tools are confined to a work
 // directory; http_get passes the SSRF policy.
 type Toolbox struct {
 	HTTP    *http.Client
 	Timeout time.Duration
+	// OutputCap bounds the result text of one call (runtime.tool_output_cap;
+	// 0 means DefaultToolOutputCap): a longer result is cut, with a note
+	// telling the model so. It never fails the call.
+	OutputCap int
 }
 
 // NewToolbox builds a toolbox with the runtime's SSRF policy.
@@ -120,7 +129,25 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		}
 		return ToolResult{Content: err.Error(), IsError: true}, nil
 	}
+	res.Content = CapOutput(res.Content, t.OutputCap)
 	return res, nil
+}
+
+// CapOutput cuts a tool result to limit bytes (0: DefaultToolOutputCap) at
+// a character boundary and says so at the end, so the model knows it saw
+// only the start.
+func CapOutput(s string, limit int) string {
+	if limit <= 0 {
+		limit = DefaultToolOutputCap
+	}
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s\n[truncated: the tool returned %d bytes; only the first %d are shown (runtime.tool_output_cap)]", s[:cut], len(s), cut)
 }
 
 // ConfinedPath resolves rel inside root, refusing absolute paths, ".."
