@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"

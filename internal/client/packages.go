@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentryhq/agentry/internal/agentpkg"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,17 +23,8 @@ func (c *Client) ExportAgentPackage(ctx context.Context, id string) (*PackageExp
 	return &e, c.Do(ctx, http.MethodGet, "/agents/"+url.PathEscape(id)+"/package", nil, &e)
 }
 
-// PackageRequirements mirrors the package checklist.
-type PackageRequirements struct {
-	Providers      []string `json:"providers"`
-	Channels       []string `json:"channels"`
-	PeerAgents     []string `json:"peer_agents"`
-	Skills         []string `json:"skills"`
-	MCPServers     []string `json:"mcp_servers"`
-	Files          []string `json:"files"`
-	KnowledgeBases []string `json:"knowledge_bases"`
-	Secrets        []string `json:"secrets"`
-}
+// PackageRequirements is the package checklist (the format's own type).
+type PackageRequirements = agentpkg.Requirements
 
 // PackageReport is POST /agent-packages/inspect.
 type PackageReport struct {
