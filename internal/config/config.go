@@ -54,8 +54,10 @@ type ServerConfig struct {
 	TLS             TLSConfig     `yaml:"tls" env:", prefix=TLS_"`
 	CORS            CORSConfig    `yaml:"cors" env:", prefix=CORS_"`
 	// GUI serves the operator console at /. Unset (nil) means on when Host
-	// is a loopback address and off otherwise; see GUIEnabled.
-	GUI *bool `yaml:"gui,omitempty" env:"GUI"`
+	// is a loopback address and off otherwise; see GUIEnabled. noinit keeps
+	// go-envconfig from allocating it (as false) when AGENTRY_SERVER_GUI is
+	// unset, which used to turn the console off on every default start.
+	GUI *bool `yaml:"gui,omitempty" env:"GUI,noinit"`
 	// Edition is personal (default), team or scale: team and scale refuse
 	// stdio MCP registrations and non-HTTPS MCP endpoints.
 	Edition string         `yaml:"edition,omitempty" env:"EDITION"`

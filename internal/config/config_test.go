@@ -46,6 +46,26 @@ func TestDefaultsWithoutAnyFile(t *testing.T) {
 	if l.Workspace.Root != filepath.Join(dir, "ws") {
 		t.Fatalf("workspace %s", l.Workspace.Root)
 	}
+	// The console is on for a loopback gateway unless asked otherwise; an
+	// unset AGENTRY_SERVER_GUI must leave server.gui unset, not false.
+	if l.Server.GUI != nil || !l.Server.GUIEnabled() {
+		t.Fatalf("server.gui %v, console enabled %v; want unset and on", l.Server.GUI, l.Server.GUIEnabled())
+	}
+}
+
+func TestGUIEnvOverrideStillTurnsTheConsoleOff(t *testing.T) {
+	dir := t.TempDir()
+	chdir(t, dir)
+	l, err := Load(context.Background(), MapEnv(map[string]string{
+		EnvWorkspace:         filepath.Join(dir, "ws"),
+		"AGENTRY_SERVER_GUI": "false",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Server.GUIEnabled() {
+		t.Fatal("AGENTRY_SERVER_GUI=false left the console on")
+	}
 }
 
 func TestSearchOrder(t *testing.T) {
@@ -286,7 +306,7 @@ func TestEnvTagsMatchYAMLKeys(t *testing.T) {
 		for i := range rt.NumField() {
 			f := rt.Field(i)
 			yamlKey := strings.Split(f.Tag.Get("yaml"), ",")[0]
-			envTag := f.Tag.Get("env")
+			envTag := strings.TrimSuffix(f.Tag.Get("env"), ",noinit")
 			if yamlKey == "" || envTag == "" {
 				continue
 			}
