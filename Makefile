@@ -9,7 +9,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # to race-check, so it runs without.
 NORACE   := ./internal/temporalserver/...
 
-.PHONY: run test build build-slim vet workflowcheck replay-record fmt bench load clean
+.PHONY: run test test-go build build-slim vet workflowcheck replay-record fmt bench load clean
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentryd
@@ -26,7 +26,14 @@ build-slim:
 vet:
 	$(GO) vet ./...
 
+# dev/provision.sh provides PostgreSQL, Redis, tmux and chromium (Debian's
+# packages when missing and root; otherwise their tests are skipped, loudly)
+# and stops what it started; .ci/run is this same command in strict mode.
 test: vet workflowcheck
+	bash dev/provision.sh $(MAKE) --no-print-directory test-go
+
+# The suite itself, on whatever services the environment names.
+test-go:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /internal/temporalserver)
 	$(GO) test -count=1 -timeout 10m $(NORACE)
 
