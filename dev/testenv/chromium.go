@@ -13,7 +13,7 @@ const EnvChromium = "AGENTRY_TEST_CHROMIUM"
 
 // Chromium returns the path of a headless-capable Chromium for browser
 // tests. Without one the test is skipped loudly, or fails where services
-// are required (CI installs Debian's chromium package: .ci/run).
+// are required (dev/provision.sh installs Debian's chromium package when root).
 func Chromium(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv(EnvChromium); p != "" {

@@ -35,7 +35,7 @@ var redisServer lazy
 // cooperation: each call takes the next index from a counter kept in DB 0
 // (so DB 0 is never handed out) and flushes it. Indexes wrap around after
 // databases-1 calls; a server from AGENTRY_TEST_REDIS_URL should therefore
-// be started with many databases (.ci/run uses --databases 4096), since
+// be started with many databases (dev/provision.sh uses --databases 4096), since
 // Redis' default of 16 lets a long run reuse an index still in use.
 //
 // The server is the one named by AGENTRY_TEST_REDIS_URL, or else one

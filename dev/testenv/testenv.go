@@ -10,7 +10,7 @@
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 //
-// CI (see .ci/run) may instead start one server of each kind for the whole
+// make test and CI (see dev/provision.sh) may instead start one server of each kind for the whole
 // run and hand them over in AGENTRY_TEST_POSTGRES_DSN and
 // AGENTRY_TEST_REDIS_URL; the helpers then use those servers and start
 // nothing themselves.
