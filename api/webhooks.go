@@ -59,7 +59,12 @@ func (f *WebhooksFeature) MapError(err error) *Error {
 	case errors.Is(err, webhook.ErrIdempotencyKeyReused):
 		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "idempotency_key_reused"}
 	case errors.Is(err, webhook.ErrIdempotencyInProgress):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "idempotency_key_in_progress", RetryAfter: 5 * time.Second}
+		retry := 5 * time.Second
+		var busy *webhook.InProgressError
+		if errors.As(err, &busy) {
+			retry = busy.RetryAfter
+		}
+		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "idempotency_key_in_progress", RetryAfter: retry}
 	}
 	return nil
 }

@@ -341,24 +341,35 @@ func TestWebhookIdempotencyKey(t *testing.T) {
 	if status, m, _ := postWithKey(t, g, "plain", "evt-1", `{"text":"other"}`); status != 409 {
 		t.Fatalf("reused key: %d %v", status, m)
 	}
-	// Concurrent repeats: exactly one run, everyone gets its reply.
-	g.Fake.Script(fakeSlow("slow one", 300*time.Millisecond))
+	// Concurrent repeats: exactly one run; the others are told at once to
+	// come back (409 with Retry-After, not a wait), and then get its reply.
+	g.Fake.Script(fakeSlow("slow one", 2*time.Second))
 	before := g.Fake.CallCount()
-	var wg sync.WaitGroup
-	replies := make([]map[string]any, 6)
-	codes := make([]int, 6)
-	for i := range replies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i], replies[i], _ = postWithKey(t, g, "plain", "evt-2", `{"text":"slow one"}`)
-		}()
-	}
-	wg.Wait()
-	for i := range replies {
-		if codes[i] != 200 || replies[i]["run_id"] != replies[0]["run_id"] {
-			t.Fatalf("concurrent %d: %d %v", i, codes[i], replies[i])
+	firstDone := make(chan map[string]any, 1)
+	go func() {
+		_, m, _ := postWithKey(t, g, "plain", "evt-2", `{"text":"slow one"}`)
+		firstDone <- m
+	}()
+	waitUntil(t, 10*time.Second, "the first request's claim", func() bool {
+		var n int64
+		g.Store.DB.Model(&models.WebhookIdempotency{}).Where("status = ?", models.IdempotencyRunning).Count(&n)
+		return n == 1
+	})
+	for range 3 {
+		status, m, h := postWithKey(t, g, "plain", "evt-2", `{"text":"slow one"}`)
+		if status != 409 || m["code"] != "idempotency_key_in_progress" || h.Get("Retry-After") == "" {
+			t.Fatalf("a repeat meeting a live claim: %d %v %v", status, m, h)
 		}
+		select {
+		case <-firstDone:
+			t.Fatal("the repeat waited for the first request instead of answering at once")
+		default:
+		}
+	}
+	first2 := <-firstDone
+	status, again2, h2 := postWithKey(t, g, "plain", "evt-2", `{"text":"slow one"}`)
+	if status != 200 || h2.Get("Idempotent-Replayed") != "true" || again2["run_id"] != first2["run_id"] {
+		t.Fatalf("repeat after the first finished: %d %v %v", status, again2, h2)
 	}
 	if n := g.Fake.CallCount() - before; n != 1 {
 		t.Fatalf("%d runs for one key", n)
@@ -373,6 +384,51 @@ func TestWebhookIdempotencyKey(t *testing.T) {
 
 func fakeSlow(contains string, d time.Duration) fakellm.Rule {
 	return fakellm.Rule{Contains: contains, Delay: fakellm.Duration(d)}
+}
+
+// A request in flight when its gateway died leaves its claim behind (issue
+// 18 item 3): a retry is told at once when to come back, and once the dead
+// owner's short lease has run out (seconds, not the 15 minutes of before)
+// the retry runs the agent.
+func TestWebhookIdempotencyClaimOfADeadProcess(t *testing.T) {
+	g := webhookGateway(t)
+	if status, m, _ := postWithKey(t, g, "plain", "evt-dead", `{"text":"crash me"}`); status != 200 {
+		t.Fatalf("%d %v", status, m)
+	}
+	// Turn the stored record into the claim a process killed mid-run leaves:
+	// running, owned by that process, its lease renewed one last time.
+	res := g.Store.DB.Model(&models.WebhookIdempotency{}).Where("status = ?", models.IdempotencyDone).
+		Updates(map[string]any{"status": models.IdempotencyRunning, "owner": "4242-deadbeef", "response": "",
+			"lease_until": time.Now().UTC().Add(3 * time.Second)})
+	if res.Error != nil || res.RowsAffected != 1 {
+		t.Fatalf("plant the claim: %v (%d rows)", res.Error, res.RowsAffected)
+	}
+	calls := g.Fake.CallCount()
+	began := time.Now()
+	status, m, h := postWithKey(t, g, "plain", "evt-dead", `{"text":"crash me"}`)
+	if status != 409 || m["code"] != "idempotency_key_in_progress" {
+		t.Fatalf("retry before the lease ran out: %d %v", status, m)
+	}
+	retry, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || retry < 1 || retry > 10 {
+		t.Fatalf("Retry-After %q", h.Get("Retry-After"))
+	}
+	if waited := time.Since(began); waited > 2*time.Second {
+		t.Fatalf("the retry hung %s instead of answering at once", waited)
+	}
+	var reply map[string]any
+	waitUntil(t, 30*time.Second, "the retry to take the claim over", func() bool {
+		status, reply, _ = postWithKey(t, g, "plain", "evt-dead", `{"text":"crash me"}`)
+		return status == 200
+	})
+	if g.Fake.CallCount() != calls+1 || reply["reply"] == nil {
+		t.Fatalf("the retry after takeover: %d calls, %v", g.Fake.CallCount()-calls, reply)
+	}
+	rec := models.WebhookIdempotency{}
+	g.Store.DB.First(&rec)
+	if rec.Status != models.IdempotencyDone || rec.Owner == "4242-deadbeef" {
+		t.Fatalf("record after takeover: %+v", rec)
+	}
 }
 
 // ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,12 +15,13 @@ func TestIdempotencyClaimIsExclusive(t *testing.T) {
 		const n = 8
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		claimed := 0
-		for range n {
+		claimed, owner := 0, ""
+		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rec := &WebhookIdempotency{Key: "k1", AgentID: "a", BodyHash: "h", ExpiresAt: time.Now().Add(time.Hour)}
+				me := fmt.Sprintf("owner-%d", i)
+				rec := &WebhookIdempotency{Key: "k1", AgentID: "a", BodyHash: "h", Owner: me, ExpiresAt: time.Now().Add(time.Hour)}
 				_, ok, err := s.ClaimIdempotency(ctx, rec, time.Minute)
 				if err != nil {
 					t.Error(err)
@@ -28,6 +30,7 @@ func TestIdempotencyClaimIsExclusive(t *testing.T) {
 				if ok {
 					mu.Lock()
 					claimed++
+					owner = me
 					mu.Unlock()
 				}
 			}()
@@ -36,25 +39,38 @@ func TestIdempotencyClaimIsExclusive(t *testing.T) {
 		if claimed != 1 {
 			t.Fatalf("%d concurrent claims succeeded, want 1", claimed)
 		}
-		if err := s.CompleteIdempotency(ctx, "k1", `{"reply":"x"}`); err != nil {
+		// Only the owner completes, renews or releases its claim.
+		if ok, err := s.RenewIdempotency(ctx, "k1", "someone-else", time.Minute); ok || err != nil {
+			t.Fatalf("a stranger renewed the claim: %v %v", ok, err)
+		}
+		if err := s.CompleteIdempotency(ctx, "k1", "someone-else", `{"reply":"forged"}`); err != nil {
 			t.Fatal(err)
 		}
-		have, ok, err := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", ExpiresAt: time.Now().Add(time.Hour)}, time.Minute)
+		if err := s.CompleteIdempotency(ctx, "k1", owner, `{"reply":"x"}`); err != nil {
+			t.Fatal(err)
+		}
+		have, ok, err := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", Owner: "late", ExpiresAt: time.Now().Add(time.Hour)}, time.Minute)
 		if err != nil || ok || have.Status != IdempotencyDone || have.Response != `{"reply":"x"}` {
 			t.Fatalf("repeat: %+v %v %v", have, ok, err)
 		}
 
-		// Expired records and abandoned claims make way; released claims too.
+		// Expired records and claims whose lease ran out make way; released claims too.
 		if err := s.DB.Model(&WebhookIdempotency{}).Where("idem_key = ?", "k1").Update("expires_at", time.Now().Add(-time.Second)).Error; err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, _ := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", ExpiresAt: time.Now().Add(time.Hour)}, time.Minute); !ok {
+		if _, ok, _ := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", Owner: "o1", ExpiresAt: time.Now().Add(time.Hour)}, -time.Second); !ok {
 			t.Fatal("expired record was not replaced")
 		}
-		if _, ok, _ := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", ExpiresAt: time.Now().Add(time.Hour)}, -time.Second); !ok {
-			t.Fatal("stale running claim was not replaced")
+		if _, ok, _ := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", Owner: "o2", ExpiresAt: time.Now().Add(time.Hour)}, time.Minute); !ok {
+			t.Fatal("a claim whose lease ran out was not taken over")
 		}
-		if err := s.ReleaseIdempotency(ctx, "k1"); err != nil {
+		if ok, err := s.RenewIdempotency(ctx, "k1", "o1", time.Minute); ok || err != nil {
+			t.Fatalf("the dead owner renewed a claim taken over: %v %v", ok, err)
+		}
+		if _, ok, _ := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "k1", Owner: "o3", ExpiresAt: time.Now().Add(time.Hour)}, time.Minute); ok {
+			t.Fatal("a live claim was taken over")
+		}
+		if err := s.ReleaseIdempotency(ctx, "k1", "o2"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.GetIdempotency(ctx, "k1"); err != ErrNotFound {

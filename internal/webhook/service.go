@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -27,8 +29,8 @@ var (
 	// ErrIdempotencyKeyReused: the key was used with a different body (409).
 	ErrIdempotencyKeyReused = errors.New("Idempotency-Key was already used with a different body")
 	// ErrIdempotencyInProgress: the first request with the key is still
-	// running after the wait (409).
-	ErrIdempotencyInProgress = errors.New("a request with this Idempotency-Key is still running; retry later")
+	// running (409 with Retry-After, at once; see InProgressError).
+	ErrIdempotencyInProgress = errors.New("a request with this Idempotency-Key is still running; retry after Retry-After seconds")
 )
 
 // InvalidError is bad input (400), naming what.
@@ -47,11 +49,11 @@ const DefaultUserID = "webhook"
 const (
 	// IdempotencyTTL is how long a key's reply is kept (24 h).
 	IdempotencyTTL = 24 * time.Hour
-	// claimStaleAfter: a claim still running after this long belongs to a
-	// process that died; a repeat may take it over.
-	claimStaleAfter = 15 * time.Minute
-	// defaultWait is how long a concurrent repeat waits for the first.
-	defaultWait = 2 * time.Minute
+	// DefaultClaimLease is how long a running request's claim on its key
+	// stands without renewal. The owner renews it every third of that while
+	// it runs, so a claim outlives its lease only when its process died (or
+	// its database stalled that long): the next repeat takes it over.
+	DefaultClaimLease = 10 * time.Second
 	// MaxIdempotencyKey bounds the header's length.
 	MaxIdempotencyKey = 255
 )
@@ -72,11 +74,8 @@ type Service struct {
 	Chat   *chat.Service
 	Agents *agent.Registry
 	Store  *models.Store
-	// Wait bounds how long a repeat waits for a concurrent first request
-	// with the same Idempotency-Key (default 2 minutes).
-	Wait time.Duration
-	// Poll is how often a waiting repeat looks (default 100ms).
-	Poll time.Duration
+	// ClaimLease: see DefaultClaimLease.
+	ClaimLease time.Duration
 
 	purgeMu   sync.Mutex
 	lastPurge time.Time
@@ -180,10 +179,23 @@ func (s *Service) run(ctx context.Context, req chat.Request, m *Mapped) (*Reply,
 	return &Reply{Reply: out.Reply, SessionID: out.SessionID, ThreadID: m.ThreadID, UserID: req.UserID, RunID: out.RunID, ResponseID: out.ResponseID}, nil
 }
 
+// InProgressError: a repeat met the live claim of a request with the same
+// Idempotency-Key. It is answered at once (409) with RetryAfter, by when the
+// first request has finished or renewed its claim.
+type InProgressError struct{ RetryAfter time.Duration }
+
+func (e *InProgressError) Error() string { return ErrIdempotencyInProgress.Error() }
+
+// Unwrap makes errors.Is(err, ErrIdempotencyInProgress) hold.
+func (e *InProgressError) Unwrap() error { return ErrIdempotencyInProgress }
+
 // once runs the request at most once per (subject, agent, key) within
 // IdempotencyTTL. The claim is a row insert, so of concurrent repeats one
-// runs and the others wait for its reply. A failed run releases the key:
-// errors are not replayed, a retry runs again.
+// runs; the others are told at once to retry (InProgressError) and, once the
+// first has finished, get its reply. A failed run releases the key: errors
+// are not replayed, a retry runs again. The claim carries this request as
+// its owner and a short lease renewed while it runs, so the claim of a
+// process that died is taken over within one lease.
 func (s *Service) once(ctx context.Context, agentID, key string, m *Mapped, req chat.Request) (*Reply, bool, error) {
 	s.maybePurge(ctx)
 	subject := "anonymous"
@@ -192,56 +204,81 @@ func (s *Service) once(ctx context.Context, agentID, key string, m *Mapped, req 
 	}
 	digest := sha256.Sum256([]byte(subject + "\x00" + agentID + "\x00" + key))
 	bodySum := sha256.Sum256([]byte(m.Raw))
-	rec := &models.WebhookIdempotency{Key: hex.EncodeToString(digest[:]), AgentID: agentID, BodyHash: hex.EncodeToString(bodySum[:])}
-	wait, poll := s.Wait, s.Poll
-	if wait <= 0 {
-		wait = defaultWait
+	lease := s.lease()
+	rec := &models.WebhookIdempotency{Key: hex.EncodeToString(digest[:]), AgentID: agentID, BodyHash: hex.EncodeToString(bodySum[:]),
+		Owner: newOwner(), ExpiresAt: time.Now().UTC().Add(IdempotencyTTL)}
+	have, claimed, err := s.Store.ClaimIdempotency(ctx, rec, lease)
+	if err != nil {
+		return nil, false, err
 	}
-	if poll <= 0 {
-		poll = 100 * time.Millisecond
+	if claimed {
+		return s.runClaimed(ctx, rec, lease, req, m)
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		rec.ExpiresAt = time.Now().UTC().Add(IdempotencyTTL)
-		have, claimed, err := s.Store.ClaimIdempotency(ctx, rec, claimStaleAfter)
-		if err != nil {
-			return nil, false, err
-		}
-		if claimed {
-			return s.runClaimed(ctx, rec.Key, req, m)
-		}
-		if have.BodyHash != rec.BodyHash {
-			return nil, false, ErrIdempotencyKeyReused
-		}
-		if have.Status == models.IdempotencyDone {
-			var r Reply
-			if err := json.Unmarshal([]byte(have.Response), &r); err != nil {
-				return nil, false, fmt.Errorf("stored reply of Idempotency-Key: %w", err)
-			}
-			return &r, true, nil
-		}
-		// The first request is still running: wait for it.
-		if time.Now().After(deadline) {
-			return nil, false, ErrIdempotencyInProgress
-		}
-		select {
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		case <-time.After(poll):
-		}
+	if have.BodyHash != rec.BodyHash {
+		return nil, false, ErrIdempotencyKeyReused
 	}
+	if have.Status == models.IdempotencyDone {
+		var r Reply
+		if err := json.Unmarshal([]byte(have.Response), &r); err != nil {
+			return nil, false, fmt.Errorf("stored reply of Idempotency-Key: %w", err)
+		}
+		return &r, true, nil
+	}
+	// The first request is still running (its lease is live).
+	wait := time.Until(have.LeaseUntil)
+	if wait < time.Second {
+		wait = time.Second
+	}
+	if wait > lease {
+		wait = lease
+	}
+	return nil, false, &InProgressError{RetryAfter: wait}
 }
 
-func (s *Service) runClaimed(ctx context.Context, key string, req chat.Request, m *Mapped) (*Reply, bool, error) {
-	r, err := s.run(ctx, req, m)
-	// Record the outcome even if the caller went away.
+func (s *Service) lease() time.Duration {
+	if s.ClaimLease > 0 {
+		return s.ClaimLease
+	}
+	return DefaultClaimLease
+}
+
+// newOwner names one request's claim: the process id (to tell processes
+// apart when reading the table) and a random part (requests apart).
+func newOwner() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func (s *Service) runClaimed(ctx context.Context, rec *models.WebhookIdempotency, lease time.Duration, req chat.Request, m *Mapped) (*Reply, bool, error) {
+	// Record the outcome, and keep the claim alive, even if the caller went away.
 	bg := context.WithoutCancel(ctx)
+	stop := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				// A failed renewal is retried at the next tick; a claim
+				// taken over meanwhile is simply not ours to finish.
+				_, _ = s.Store.RenewIdempotency(bg, rec.Key, rec.Owner, lease)
+			}
+		}
+	}()
+	r, err := s.run(ctx, req, m)
+	close(stop)
+	<-renewed
 	if err != nil {
-		_ = s.Store.ReleaseIdempotency(bg, key)
+		_ = s.Store.ReleaseIdempotency(bg, rec.Key, rec.Owner)
 		return nil, false, err
 	}
 	data, _ := json.Marshal(r)
-	if err := s.Store.CompleteIdempotency(bg, key, string(data)); err != nil {
+	if err := s.Store.CompleteIdempotency(bg, rec.Key, rec.Owner, string(data)); err != nil {
 		return nil, false, err
 	}
 	return r, false, nil
