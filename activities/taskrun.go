@@ -6,6 +6,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -40,6 +42,8 @@ type TaskRunActivities struct {
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
 	Events  Notifier
+	// Log stores the runs' conversations and agent snapshots.
+	Log *runlog.Log
 	// ArtifactsDir is the workspace's artifact area; each run works in
 	// ArtifactsDir/<task id>/<run id> and artifact paths never leave it.
 	ArtifactsDir string
@@ -90,50 +94,156 @@ func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutco
 	return nil
 }
 
-// TaskRunLLMTurn makes one LLM call through the router (admission and
-// settlement included) with a stable call id.
+// TaskRunLLMTurn makes one LLM call of a task run through the router
+// (admission and settlement included) with a stable call id.
 func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
-	ref := in.Run
+	return LLMTurn(ctx, a.Log, a.Router, in, llm.CallMeta{
+		CallID:    CallID(in.Run, in.Turn),
+		Subject:   in.Run.Subject,
+		Workspace: a.Workspace,
+		AgentID:   in.Run.AgentID,
+		SessionID: in.Run.WorkflowID,
+		RunID:     models.TaskRunLedgerID(in.Run.RunID),
+		Source:    llm.SourceTask,
+		Trigger:   in.Run.Trigger,
+	})
+}
+
+// LLMTurn is one LLM turn of any durable run: it loads the run's snapshot
+// and stored conversation, calls the model once (one retry owner: the
+// provider client makes one attempt, Temporal's retry policy repeats the
+// activity with the same call id, so one ledger row), stores the answer,
+// and returns it without tool arguments and with its text bounded.
+func LLMTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workflows.LLMTurnInput, meta llm.CallMeta) (*llm.Response, error) {
+	var snap workflows.RunSnapshot
+	if err := log.Snapshot(ctx, in.Run.Snapshot, &snap); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
+	}
+	key := in.Run.Key()
+	if in.Turn == 1 {
+		// The opening messages come from the snapshot; writing them again
+		// (a retried first turn) stores the same rows.
+		if err := putOpening(ctx, log, key, snap.Agent, in.Messages); err != nil {
+			return nil, err
+		}
+	}
+	msgs, err := log.Messages(ctx, key, in.Messages)
+	if errors.Is(err, runlog.ErrOutOfStep) {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ag := snap.Agent
+	meta.DataClassification = in.Run.DataClassification
 	call := &llm.Call{
-		Provider: in.Turn.Provider,
-		Model:    in.Turn.Request.Model,
-		Request:  in.Turn.Request,
-		Meta: llm.CallMeta{
-			CallID:             CallID(ref, in.Turn.Turn),
-			Subject:            ref.Subject,
-			Workspace:          a.Workspace,
-			AgentID:            ref.AgentID,
-			SessionID:          ref.WorkflowID,
-			RunID:              models.TaskRunLedgerID(ref.RunID),
-			Source:             llm.SourceTask,
-			Trigger:            ref.Trigger,
-			DataClassification: ref.DataClassification,
-		},
+		Provider: ag.Provider,
+		Model:    ag.Model,
+		Request: llm.Request{Model: ag.Model, Messages: msgs, Tools: ag.Tools, ToolChoice: in.ToolChoice, Temperature: ag.Temperature,
+			MaxTokens: ag.MaxTokens, PromptCaching: ag.PromptCaching},
+		Meta: meta,
 	}
-	resp, err := a.Router.Do(ctx, call)
-	if err == nil {
-		return resp, nil
+	resp, err := router.Do(llm.WithoutRetries(ctx), call)
+	if err != nil {
+		return nil, LLMStepError(ctx, err)
 	}
+	if err := log.Put(ctx, key, in.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}); err != nil {
+		return nil, err
+	}
+	light := *resp
+	light.Content = agent.Summary(resp.Content, workflows.MaxTurnTextBytes)
+	light.ToolCalls = make([]llm.ToolCall, len(resp.ToolCalls))
+	for i, c := range resp.ToolCalls {
+		light.ToolCalls[i] = llm.ToolCall{ID: c.ID, Name: c.Name}
+	}
+	if len(resp.ToolCalls) == 0 {
+		light.ToolCalls = nil
+	}
+	if err := fitsPayload(&light); err != nil {
+		return nil, err
+	}
+	return &light, nil
+}
+
+// putOpening stores the messages a run opens with (system prompt, earlier
+// conversation, user text), which must be the n the loop counted.
+func putOpening(ctx context.Context, log *runlog.Log, key string, in agent.Input, n int) error {
+	var msgs []llm.Message
+	if in.SystemPrompt != "" {
+		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: in.SystemPrompt})
+	}
+	msgs = append(msgs, in.History...)
+	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: in.UserText})
+	if len(msgs) != n {
+		err := fmt.Errorf("%w: the run opens with %d messages, the workflow counts %d", runlog.ErrOutOfStep, len(msgs), n)
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
+	}
+	for i, m := range msgs {
+		if err := log.Put(ctx, key, i, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fitsPayload refuses a step result too large for a run's history.
+func fitsPayload(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > workflows.MaxStepPayloadBytes {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("a step result of %d bytes exceeds the limit of %d bytes per step",
+			len(b), workflows.MaxStepPayloadBytes), workflows.ErrTypePayloadTooLarge, nil)
+	}
+	return nil
+}
+
+// MaxProviderAttempts is how many attempts an LLM-turn activity makes for
+// provider failures that are not throttling (5xx, network) before it gives
+// up. Throttling (HTTP 429, a provider's Retry-After, a cost-governance
+// rate limit) never gives up: it waits, bounded by the run's own timer.
+const MaxProviderAttempts = 5
+
+// LLMStepError turns a failed LLM call inside an activity into the error
+// Temporal's retry policy acts on: the provider's Retry-After (or cost
+// governance's) becomes the next-retry delay, capped at llm.MaxRetryAfter;
+// other transient failures retry with the policy's backoff up to
+// MaxProviderAttempts; everything else fails the step at once.
+func LLMStepError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return nil, ctx.Err() // cancelled or timed out by Temporal
+		return ctx.Err() // cancelled or timed out by Temporal
 	}
+	attempt := int32(1)
+	if activity.IsActivity(ctx) {
+		attempt = activity.GetInfo(ctx).Attempt
+	}
+	var pe *llm.ProviderError
 	if llm.IsRetryable(err) {
-		return nil, temporal.NewApplicationError(err.Error(), workflows.ErrTypeProvider)
+		if wait := llm.RetryAfter(err); wait > 0 || (errors.As(err, &pe) && pe.StatusCode == 429) {
+			return temporal.NewApplicationErrorWithOptions(err.Error(), workflows.ErrTypeProviderThrottled, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
+		}
+		if attempt >= MaxProviderAttempts {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%v (gave up after %d attempts)", err, attempt), workflows.ErrTypeLLMRejected, nil)
+		}
+		return temporal.NewApplicationError(err.Error(), workflows.ErrTypeProvider)
 	}
 	// A rate limit, quota window or open breaker clears with time: retry
 	// when governance says it may succeed (same call id, so one ledger row).
 	var rej *costs.Rejection
 	if errors.As(err, &rej) && rej.RetryAfter > 0 {
-		return nil, temporal.NewApplicationErrorWithOptions(err.Error(), workflows.ErrTypeCostThrottled, temporal.ApplicationErrorOptions{NextRetryDelay: rej.RetryAfter})
+		return temporal.NewApplicationErrorWithOptions(err.Error(), workflows.ErrTypeCostThrottled,
+			temporal.ApplicationErrorOptions{NextRetryDelay: min(rej.RetryAfter, llm.MaxRetryAfter)})
 	}
-	return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeLLMRejected, nil)
+	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeLLMRejected, nil)
 }
 
-// TaskRunTool runs one tool call in the run's work directory and attaches
-// the files it wrote to the task (artifact record + run.artifact event,
-// once per tool call even when this activity is retried).
+// TaskRunTool runs one tool call in the run's work directory, stores its
+// result in the run log and attaches the files it wrote to the task
+// (artifact record + run.artifact event, once per tool call even when this
+// activity is retried). The workflow gets a summary of the result.
 func (a *TaskRunActivities) TaskRunTool(ctx context.Context, in workflows.ToolInput) (agent.ToolResult, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
@@ -142,25 +252,58 @@ func (a *TaskRunActivities) TaskRunTool(ctx context.Context, in workflows.ToolIn
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return agent.ToolResult{}, fmt.Errorf("create work directory of run %d: %w", ref.RunID, err)
 	}
-	res, err := a.Toolbox.Execute(ctx, dir, in.Builtins, in.Invocation.Call)
+	return ToolStep(ctx, a.Log, a.Toolbox, dir, in, func(f agent.ProducedFile) (bool, error) {
+		return a.recordArtifact(ctx, ref, dir, in, f)
+	}, a.notify)
+}
+
+// ToolStep is one tool call of any durable run: it reads the call from the
+// stored assistant message, runs it in dir (the toolbox caps its output),
+// stores the result the model will see, reports each produced file to
+// record (true: newly recorded; then notify is called once), and returns
+// the result with its text reduced to a summary.
+func ToolStep(ctx context.Context, log *runlog.Log, tb *agent.Toolbox, dir string, in workflows.ToolInput,
+	record func(agent.ProducedFile) (bool, error), notify func()) (agent.ToolResult, error) {
+	var snap workflows.RunSnapshot
+	if err := log.Snapshot(ctx, in.Run.Snapshot, &snap); err != nil {
+		return agent.ToolResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
+	}
+	key := in.Run.Key()
+	asked, err := log.At(ctx, key, in.CallSeq)
 	if err != nil {
+		return agent.ToolResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
+	}
+	if in.Index >= len(asked.ToolCalls) || asked.ToolCalls[in.Index].ID != in.CallID {
+		msg := fmt.Sprintf("%v: message %d of run %s has no tool call %s", runlog.ErrOutOfStep, in.CallSeq, key, in.CallID)
+		return agent.ToolResult{}, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeRunLog, nil)
+	}
+	call := asked.ToolCalls[in.Index]
+	res, err := tb.Execute(ctx, dir, snap.Builtins, call)
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	if err := log.Put(ctx, key, in.ResultSeq, llm.Message{Role: llm.RoleTool, Content: agent.ToolMessageContent(res), ToolCallID: call.ID, Name: call.Name}); err != nil {
 		return agent.ToolResult{}, err
 	}
 	fresh := false
 	for _, f := range res.Files {
-		rec, err := a.recordArtifact(ctx, ref, dir, in.Invocation, f)
+		rec, err := record(f)
 		if err != nil {
 			return agent.ToolResult{}, err
 		}
 		fresh = fresh || rec
 	}
 	if fresh {
-		a.notify()
+		notify()
+	}
+	res.Content = agent.Summary(res.Content, workflows.ToolSummaryBytes)
+	if err := fitsPayload(res); err != nil {
+		return agent.ToolResult{}, err
 	}
 	return res, nil
 }
 
-func (a *TaskRunActivities) recordArtifact(ctx context.Context, ref workflows.RunRef, dir string, inv agent.ToolInvocation, f agent.ProducedFile) (bool, error) {
+func (a *TaskRunActivities) recordArtifact(ctx context.Context, ref workflows.RunRef, dir string, in workflows.ToolInput, f agent.ProducedFile) (bool, error) {
 	area, err := filepath.EvalSymlinks(a.ArtifactsDir)
 	if err != nil {
 		return false, fmt.Errorf("artifact area: %w", err)
@@ -189,7 +332,7 @@ func (a *TaskRunActivities) recordArtifact(ctx context.Context, ref workflows.Ru
 	}
 	_, fresh, err := a.Store.RecordArtifact(ctx, models.NewArtifact{
 		RunID: ref.RunID, Path: path, Name: filepath.ToSlash(name), SizeBytes: size, Tool: f.Tool,
-		DedupeKey: fmt.Sprintf("run.artifact:%d:t%d:%s:%s", ref.RunID, inv.Turn, inv.Call.ID, path),
+		DedupeKey: fmt.Sprintf("run.artifact:%d:t%d:%s:%s", ref.RunID, in.Turn, in.CallID, path),
 	})
 	if errors.Is(err, models.ErrNotFound) {
 		return false, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -56,12 +57,44 @@ func newFixture(t *testing.T, router *llm.Router) *fixture {
 	area := filepath.Join(dir, "artifacts")
 	os.MkdirAll(area, 0o755)
 	note := &countingNotifier{}
-	return &fixture{
+	log := &runlog.Log{Store: store, BlobDir: filepath.Join(dir, "blobs"), InlineBytes: 64}
+	f := &fixture{
 		acts: &TaskRunActivities{Store: store, Router: router, Toolbox: agent.NewToolbox(netguard.Policy{}, 5*time.Second),
-			Events: note, ArtifactsDir: area, Workspace: dir},
+			Events: note, ArtifactsDir: area, Workspace: dir, Log: log},
 		store: store, note: note,
 		ref: workflows.RunRef{TaskID: task.ID, RunID: run.ID, Attempt: run.Attempt, AgentID: agentID, WorkflowID: "task-1", Trigger: "api"},
 	}
+	f.ref.Snapshot = f.snapshot(t, "hi")
+	return f
+}
+
+// snapshot stores the run's agent (ollama, model m, file tools) asking
+// text, and returns its hash.
+func (f *fixture) snapshot(t *testing.T, text string) string {
+	t.Helper()
+	sha, err := f.acts.Log.PutSnapshot(context.Background(), workflows.RunSnapshot{Builtins: []string{"write_file", "read_file"},
+		Agent: agent.Input{Provider: "ollama", Model: "m", UserText: text, MaxTurns: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha
+}
+
+// turn runs the first LLM turn of a run asking text.
+func (f *fixture) turn(t *testing.T, text string) (*llm.Response, error) {
+	ref := f.ref
+	ref.Snapshot = f.snapshot(t, text)
+	return f.acts.TaskRunLLMTurn(context.Background(), workflows.LLMTurnInput{Run: ref, Turn: 1, Messages: 1})
+}
+
+// askTool stores an assistant message at seq asking for call and returns
+// the step that runs it (result at seq+1).
+func (f *fixture) askTool(t *testing.T, turn, seq int, call llm.ToolCall) workflows.ToolInput {
+	t.Helper()
+	if err := f.acts.Log.Put(context.Background(), f.ref.Key(), seq, llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}}); err != nil {
+		t.Fatal(err)
+	}
+	return workflows.ToolInput{Run: f.ref, Turn: turn, CallSeq: seq, Index: 0, ResultSeq: seq + 1, CallID: call.ID, Name: call.Name}
 }
 
 func (f *fixture) events(t *testing.T, typ string) []models.Event {
@@ -109,8 +142,7 @@ func TestToolRecordsArtifactsOncePerCall(t *testing.T) {
 	if err := f.acts.TaskRunStart(ctx, f.ref); err != nil {
 		t.Fatal(err)
 	}
-	in := workflows.ToolInput{Run: f.ref, Builtins: []string{"write_file"}, Invocation: agent.ToolInvocation{Turn: 1,
-		Call: llm.ToolCall{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"docs/a.md","content":"hello"}`)}}}
+	in := f.askTool(t, 1, 2, llm.ToolCall{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"docs/a.md","content":"hello"}`)})
 	// The same call twice: a retried activity.
 	for range 2 {
 		res, err := f.acts.TaskRunTool(ctx, in)
@@ -134,8 +166,7 @@ func TestToolRecordsArtifactsOncePerCall(t *testing.T) {
 
 	// A second call writing the same file is a new occurrence: one more
 	// event, still one record (with the new size).
-	in.Invocation.Turn, in.Invocation.Call.ID = 2, "c2"
-	in.Invocation.Call.Arguments = json.RawMessage(`{"path":"docs/a.md","content":"hello again"}`)
+	in = f.askTool(t, 2, 4, llm.ToolCall{ID: "c2", Name: "write_file", Arguments: json.RawMessage(`{"path":"docs/a.md","content":"hello again"}`)})
 	if _, err := f.acts.TaskRunTool(ctx, in); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +176,7 @@ func TestToolRecordsArtifactsOncePerCall(t *testing.T) {
 	}
 
 	// Escapes are refused by the toolbox (an error result), nothing recorded.
-	in.Invocation.Call.Arguments = json.RawMessage(`{"path":"../../../../etc/x","content":"no"}`)
+	in = f.askTool(t, 3, 6, llm.ToolCall{ID: "c3", Name: "write_file", Arguments: json.RawMessage(`{"path":"../../../../etc/x","content":"no"}`)})
 	res, err := f.acts.TaskRunTool(ctx, in)
 	if err != nil || !res.IsError || len(res.Files) != 0 {
 		t.Fatalf("escape: %+v %v", res, err)
@@ -187,10 +218,7 @@ func TestLLMTurnClassifiesErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"))
-	turn := func(text string) (*llm.Response, error) {
-		return f.acts.TaskRunLLMTurn(context.Background(), workflows.LLMTurnInput{Run: f.ref, Turn: agent.TurnRequest{Turn: 1, Provider: "ollama",
-			Request: llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: text}}}}})
-	}
+	turn := func(text string) (*llm.Response, error) { return f.turn(t, text) }
 	resp, err := turn("hello")
 	if err != nil || !strings.Contains(resp.Content, "hello") {
 		t.Fatalf("ok turn: %+v %v", resp, err)
@@ -227,8 +255,7 @@ func TestLLMTurnRetriesThrottledCallsAfterRetryAfter(t *testing.T) {
 	router := llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama")
 	f := newFixture(t, router)
 	turn := func() error {
-		_, err := f.acts.TaskRunLLMTurn(context.Background(), workflows.LLMTurnInput{Run: f.ref, Turn: agent.TurnRequest{Turn: 1, Provider: "ollama",
-			Request: llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}}})
+		_, err := f.turn(t, "hi")
 		return err
 	}
 	var app *temporal.ApplicationError
@@ -239,5 +266,94 @@ func TestLLMTurnRetriesThrottledCallsAfterRetryAfter(t *testing.T) {
 	router.SetGate(throttlingGate{code: costs.CodeBudgetExceeded})
 	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeLLMRejected || !app.NonRetryable() {
 		t.Fatalf("budget: %v", err)
+	}
+}
+
+// TestLLMTurnLeavesRetriesToTemporal: the provider client inside the
+// activity makes one attempt (even when its config allows retries), a 429
+// hands its Retry-After (capped at 30 s) to Temporal as the next-retry
+// delay, and a 5xx is retryable with the policy's backoff.
+func TestLLMTurnLeavesRetriesToTemporal(t *testing.T) {
+	fake := fakellm.New()
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	fake.Script(
+		fakellm.Rule{Contains: "slow down", Status: 429, RetryAfter: "120", Message: "rate limited"},
+		fakellm.Rule{Contains: "busy", Status: 503, Message: "overloaded"},
+	)
+	p, err := llm.NewProvider("ollama", llm.ProviderConfig{Type: "ollama", BaseURL: fake.URL(), MaxRetries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"))
+	turn := func(text string) error {
+		_, err := f.turn(t, text)
+		return err
+	}
+	var app *temporal.ApplicationError
+	if err := turn("slow down"); !errors.As(err, &app) || app.Type() != workflows.ErrTypeProviderThrottled || app.NonRetryable() ||
+		app.NextRetryDelay() != llm.MaxRetryAfter {
+		t.Fatalf("429: %v (next retry %v)", err, app.NextRetryDelay())
+	}
+	if fake.CallCount() != 1 {
+		t.Fatalf("provider called %d times inside one activity attempt, want 1", fake.CallCount())
+	}
+	if err := turn("busy"); !errors.As(err, &app) || app.Type() != workflows.ErrTypeProvider || app.NonRetryable() || app.NextRetryDelay() != 0 {
+		t.Fatalf("503: %v", err)
+	}
+	if fake.CallCount() != 2 {
+		t.Fatalf("provider called %d times, want 2", fake.CallCount())
+	}
+}
+
+// TestStepsKeepTheConversationInTheRunLog: a turn stores the model's
+// answer (tool arguments included) in the run log and hands the workflow
+// the call without its arguments; the tool step reads the arguments from
+// the log, stores the full (capped) result there and hands back a summary.
+// A 300 KiB tool result never reaches the workflow.
+func TestStepsKeepTheConversationInTheRunLog(t *testing.T) {
+	fake := fakellm.New()
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	big := strings.Repeat("x", 300<<10)
+	fake.Script(fakellm.Rule{Contains: "write it", ToolCalls: []fakellm.ToolCall{
+		fakellm.NewToolCall("write_file", map[string]string{"path": "big.txt", "content": big})}})
+	p, err := llm.NewProvider("ollama", llm.ProviderConfig{Type: "ollama", BaseURL: fake.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"))
+	ctx := context.Background()
+	resp, err := f.turn(t, "write it")
+	if err != nil || len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Arguments != nil {
+		t.Fatalf("turn: %+v %v (the workflow must not get the arguments)", resp, err)
+	}
+	stored, err := f.acts.Log.At(ctx, f.ref.Key(), 1)
+	if err != nil || len(stored.ToolCalls) != 1 || !strings.Contains(string(stored.ToolCalls[0].Arguments), big) {
+		t.Fatalf("stored answer: %v", err)
+	}
+	res, err := f.acts.TaskRunTool(ctx, workflows.ToolInput{Run: f.ref, Turn: 1, CallSeq: 1, ResultSeq: 2, CallID: resp.ToolCalls[0].ID, Name: "write_file"})
+	if err != nil || res.IsError || len(res.Files) != 1 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	read := f.askTool(t, 2, 3, llm.ToolCall{ID: "r1", Name: "read_file", Arguments: json.RawMessage(`{"path":"big.txt"}`)})
+	res, err = f.acts.TaskRunTool(ctx, read)
+	if err != nil || len(res.Content) > workflows.ToolSummaryBytes+32 {
+		t.Fatalf("read: %d bytes to the workflow, %v", len(res.Content), err)
+	}
+	msgs, err := f.acts.Log.Messages(ctx, f.ref.Key(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := msgs[4].Content
+	if len(got) > agent.DefaultToolOutputCap+200 || !strings.Contains(got, "[truncated: the tool returned 307200 bytes") {
+		t.Fatalf("stored tool result: %d bytes, tail %q", len(got), got[len(got)-120:])
+	}
+	if _, err := f.acts.Log.Messages(ctx, f.ref.Key(), 7); !errors.Is(err, runlog.ErrOutOfStep) {
+		t.Fatalf("reading past the stored conversation: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/reconcile"
+	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/secrets"
@@ -42,7 +43,9 @@ type Services struct {
 	Agents  *agent.Registry
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
-	Chat    *chat.Service
+	// RunLog keeps durable runs' conversations out of Temporal.
+	RunLog *runlog.Log
+	Chat   *chat.Service
 	// AgentFiles writes definition files for the agent admin routes.
 	AgentFiles *agent.Files
 	// Secrets is the write-only secret store (credentials/secrets.key).
@@ -97,6 +100,8 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		cancel()
 		return nil, err
 	}
+	s.Toolbox.OutputCap = cfg.Runtime.ToolOutputCap
+	s.RunLog = &runlog.Log{Store: g.Store, BlobDir: cfg.Workspace.BlobsDir()}
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
 	s.Events = events.New(g.Store, log)
 	if s.Costs, err = NewCosts(ctx, g, s.Agents, s.Events, log); err != nil {
@@ -186,9 +191,9 @@ func (s *Services) addMCP(ctx context.Context) error {
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
 	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, Config: cfg,
-		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue}
+		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue, Log: s.RunLog}
 	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-		Events: s.Events, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
+		Events: s.Events, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
 }
 
 // NewRouter builds the LLM router from llm.providers. API keys come from the

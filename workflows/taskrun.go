@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 )
@@ -21,12 +20,15 @@ var (
 	llmActivityOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		HeartbeatTimeout:    15 * time.Second,
+		// No attempt limit here: throttled turns wait (Retry-After as the
+		// next-retry delay) and never burn out; other provider failures give
+		// up after activities.MaxProviderAttempts (the activity decides), and
+		// the run's deadline bounds everything.
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
-			MaximumInterval:        time.Minute,
-			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{ErrTypeLLMRejected, ErrTypeRunGone},
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: []string{ErrTypeLLMRejected, ErrTypeRunGone, ErrTypeRunLog, ErrTypePayloadTooLarge},
 		},
 	}
 	toolActivityOptions = workflow.ActivityOptions{
@@ -37,7 +39,7 @@ var (
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
 			MaximumAttempts:        3,
-			NonRetryableErrorTypes: []string{ErrTypeRunGone, ErrTypeArtifactOutsideArea},
+			NonRetryableErrorTypes: []string{ErrTypeRunGone, ErrTypeArtifactOutsideArea, ErrTypeRunLog, ErrTypePayloadTooLarge},
 		},
 	}
 	statusActivityOptions = workflow.LocalActivityOptions{
@@ -64,21 +66,38 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 	}
 	ref := in.ref()
 
-	startCtx := workflow.WithLocalActivityOptions(ctx, statusActivityOptions)
-	if err := workflow.ExecuteLocalActivity(startCtx, ActivityTaskRunStart, ref).Get(startCtx, nil); err != nil && ctx.Err() == nil {
-		// The run was deleted or already ended: there is nothing to run
-		// and nothing to record.
-		return nil, err
+	if in.Continuation == nil {
+		startCtx := workflow.WithLocalActivityOptions(ctx, statusActivityOptions)
+		if err := workflow.ExecuteLocalActivity(startCtx, ActivityTaskRunStart, ref).Get(startCtx, nil); err != nil && ctx.Err() == nil {
+			// The run was deleted or already ended: there is nothing to run
+			// and nothing to record.
+			return nil, err
+		}
+	} else {
+		progress.Turns = in.Continuation.Output.Turns
+		progress.Usage = in.Continuation.Output.Usage
+	}
+	if in.Deadline.IsZero() {
+		in.Deadline = workflow.Now(ctx).Add(timeoutOf(in))
 	}
 
-	var out *agent.Output
-	var loopErr error
-	timedOut := false
+	var res agentRunResult
 	if ctx.Err() == nil {
 		progress.Status = models.RunRunning
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running task %d with agent %s", in.TaskID, in.AgentID))
-		out, loopErr, timedOut = runBounded(ctx, in, progress)
+		run := &agentRun{ref: ref, outline: in.Agent, llmStep: ActivityTaskRunLLMTurn, toolStep: ActivityTaskRunTool,
+			llmOpts: llmActivityOptions, toolOpts: toolActivityOptions, continueAfter: in.ContinueAfterEvents,
+			onTurn: func(turn int, u llm.Usage) { progress.Turns, progress.Usage = turn, progress.Usage.Add(u) }}
+		res = run.runUntil(ctx, in.Continuation, in.Deadline)
+		if res.next != nil && ctx.Err() == nil {
+			// Same workflow id, same run record, same deadline: the run
+			// goes on in a fresh history.
+			next := in
+			next.Continuation = res.next
+			return nil, workflow.NewContinueAsNewError(ctx, TaskRunWorkflowName, next)
+		}
 	}
+	out, loopErr, timedOut := res.out, res.err, res.timedOut
 
 	outcome := models.RunOutcome{RunID: in.RunID}
 	if out != nil {
@@ -119,69 +138,6 @@ func timeoutOf(in TaskRunInput) time.Duration {
 		return in.Timeout
 	}
 	return TaskRunTimeout
-}
-
-// runBounded runs the agent loop until it ends, the timer fires (the loop
-// is then cancelled) or the workflow is cancelled, and waits for the loop
-// to stop.
-func runBounded(ctx workflow.Context, in TaskRunInput, progress *TaskRunResult) (*agent.Output, error, bool) {
-	loopCtx, cancelLoop := workflow.WithCancel(ctx)
-	timerCtx, cancelTimer := workflow.WithCancel(ctx)
-	defer cancelTimer()
-	timer := workflow.NewTimer(timerCtx, timeoutOf(in))
-
-	var out *agent.Output
-	var loopErr error
-	loopDone, setDone := workflow.NewFuture(ctx)
-	workflow.Go(loopCtx, func(gctx workflow.Context) {
-		out, loopErr = agent.Run(&activityExecutor{ctx: gctx, in: in, progress: progress}, in.Agent)
-		setDone.Set(nil, nil)
-	})
-
-	timedOut := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(loopDone, func(workflow.Future) {})
-	sel.AddFuture(timer, func(f workflow.Future) {
-		if f.Get(ctx, nil) == nil { // fired, not cancelled
-			timedOut = true
-			cancelLoop()
-		}
-	})
-	sel.Select(ctx)
-	cancelTimer()
-	_ = loopDone.Get(ctx, nil) // after a timeout, wait for the cancelled step to hand back
-	cancelLoop()
-	return out, loopErr, timedOut
-}
-
-// activityExecutor is the agent.Executor of a workflow: each step is an
-// activity.
-type activityExecutor struct {
-	ctx      workflow.Context
-	in       TaskRunInput
-	progress *TaskRunResult
-}
-
-func (e *activityExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
-	ctx := workflow.WithActivityOptions(e.ctx, llmActivityOptions)
-	var resp llm.Response
-	err := workflow.ExecuteActivity(ctx, ActivityTaskRunLLMTurn, LLMTurnInput{Run: e.in.ref(), Turn: t}).Get(ctx, &resp)
-	if err != nil {
-		return nil, stepError(err)
-	}
-	e.progress.Turns = t.Turn
-	e.progress.Usage = e.progress.Usage.Add(resp.Usage)
-	return &resp, nil
-}
-
-func (e *activityExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
-	ctx := workflow.WithActivityOptions(e.ctx, toolActivityOptions)
-	var res agent.ToolResult
-	err := workflow.ExecuteActivity(ctx, ActivityTaskRunTool, ToolInput{Run: e.in.ref(), Invocation: inv, Builtins: e.in.Builtins}).Get(ctx, &res)
-	if err != nil {
-		return agent.ToolResult{}, stepError(err)
-	}
-	return res, nil
 }
 
 // stepError keeps the cause people can act on ("llm provider ... HTTP

@@ -39,24 +39,37 @@ func TaskRunWorkflowID(taskID int64) string { return fmt.Sprintf("task-%d", task
 // running (or replaying) run.
 type TaskRunInput struct {
 	// Version is TaskRunInputVersion when the run was requested.
-	Version            int         `json:"version,omitempty"`
-	TaskID             int64       `json:"task_id"`
-	RunID              int64       `json:"run_id"`
-	Attempt            int         `json:"attempt"`
-	AgentID            string      `json:"agent_id"`
-	Title              string      `json:"title"`
-	Trigger            string      `json:"trigger"`
-	Subject            string      `json:"subject"`
-	DataClassification string      `json:"data_classification,omitempty"`
-	Agent              agent.Input `json:"agent"`
-	Builtins           []string    `json:"builtins"` // tool grants: builtins and mcp__<server>__* (Definition.ToolGrants)
+	Version            int    `json:"version,omitempty"`
+	TaskID             int64  `json:"task_id"`
+	RunID              int64  `json:"run_id"`
+	Attempt            int    `json:"attempt"`
+	AgentID            string `json:"agent_id"`
+	Title              string `json:"title"`
+	Trigger            string `json:"trigger"`
+	Subject            string `json:"subject"`
+	DataClassification string `json:"data_classification,omitempty"`
+	// Agent is the outline of the agent input (agent.Input.Outline, since
+	// version 2): the loop's shape without the texts, which the activities
+	// load from the snapshot.
+	Agent agent.Input `json:"agent"`
+	// Snapshot is the content hash of the run's RunSnapshot in the run log
+	// (internal/runlog): the agent as resolved when the run was requested.
+	Snapshot string `json:"snapshot"`
 	// Timeout overrides TaskRunTimeout (tests); 0 means TaskRunTimeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Deadline is when the run times out; set by the first execution and
+	// carried across continue-as-new.
+	Deadline time.Time `json:"deadline,omitempty"`
+	// Continuation is where a continued-as-new run goes on from.
+	Continuation *agent.Checkpoint `json:"continuation,omitempty"`
+	// ContinueAfterEvents overrides DefaultContinueAsNewEvents (tests).
+	ContinueAfterEvents int `json:"continue_after_events,omitempty"`
 }
 
 func (in TaskRunInput) ref() RunRef {
 	return RunRef{TaskID: in.TaskID, RunID: in.RunID, Attempt: in.Attempt, AgentID: in.AgentID,
-		WorkflowID: TaskRunWorkflowID(in.TaskID), Trigger: in.Trigger, Subject: in.Subject, DataClassification: in.DataClassification}
+		WorkflowID: TaskRunWorkflowID(in.TaskID), Trigger: in.Trigger, Subject: in.Subject, DataClassification: in.DataClassification,
+		Snapshot: in.Snapshot}
 }
 
 // TaskRunResult is the outcome (and, through QueryTaskRunProgress, the
@@ -93,6 +106,9 @@ const (
 	// ErrTypeProvider is a provider failure worth retrying (429, 5xx,
 	// network): the activity is retried with backoff.
 	ErrTypeProvider = "ProviderError"
+	// ErrTypeProviderThrottled is a provider's 429 or Retry-After: retried
+	// after the wait it asked for (capped at 30 s), without an attempt limit.
+	ErrTypeProviderThrottled = "ProviderThrottled"
 	// ErrTypeLLMRejected is a call that cannot succeed by repeating it
 	// (4xx, admission rejected by cost governance, unknown provider).
 	ErrTypeLLMRejected = "LLMCallRejected"
@@ -105,6 +121,11 @@ const (
 	// ErrTypeArtifactOutsideArea is a tool that wrote outside the run's
 	// artifact area.
 	ErrTypeArtifactOutsideArea = "ArtifactOutsideArea"
+	// ErrTypePayloadTooLarge fails a step whose result would exceed
+	// MaxStepPayloadBytes.
+	ErrTypePayloadTooLarge = "StepPayloadTooLarge"
+	// ErrTypeRunLog is a run log that does not hold what a step needs.
+	ErrTypeRunLog = "RunLogOutOfStep"
 )
 
 // RunRef identifies the run an activity works for.
@@ -118,18 +139,58 @@ type RunRef struct {
 	// Subject is who started the run (ledger attribution).
 	Subject            string `json:"subject"`
 	DataClassification string `json:"data_classification,omitempty"`
+	// Snapshot is the content hash of the run's RunSnapshot (run log).
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
-// LLMTurnInput is one LLM turn of a run.
-type LLMTurnInput struct {
-	Run  RunRef            `json:"run"`
-	Turn agent.TurnRequest `json:"turn"`
-}
+// Key names the run in the run log: one conversation per workflow and
+// attempt.
+func (r RunRef) Key() string { return fmt.Sprintf("%s-a%d", r.WorkflowID, r.Attempt) }
 
-// ToolInput is one tool call of a run.
-type ToolInput struct {
-	Run        RunRef               `json:"run"`
-	Invocation agent.ToolInvocation `json:"invocation"`
-	// Builtins are the tool grants: builtin names and mcp__<server>__* patterns.
+// RunSnapshot is what a durable run was started with, resolved once and
+// stored by content hash (RunRef.Snapshot): a change of the agent's
+// definition while the run is in flight never changes it.
+type RunSnapshot struct {
+	Agent agent.Input `json:"agent"`
+	// Builtins are the tool grants: builtin names and mcp__<server>__*
+	// patterns (Definition.ToolGrants).
 	Builtins []string `json:"builtins"`
 }
+
+// LLMTurnInput is one LLM turn of a durable run. The conversation is not
+// in it: the activity loads the first Messages stored messages of the run
+// and stores the answer at position Messages.
+type LLMTurnInput struct {
+	Run  RunRef `json:"run"`
+	Turn int    `json:"turn"`
+	// Messages is how many stored messages the turn sends.
+	Messages int `json:"messages"`
+	// ToolChoice is the agent's tool_choice on the first turn, else empty.
+	ToolChoice string `json:"tool_choice,omitempty"`
+}
+
+// ToolInput is one tool call of a durable run: the call is the Index-th of
+// the assistant message at CallSeq; its result is stored at ResultSeq.
+type ToolInput struct {
+	Run       RunRef `json:"run"`
+	Turn      int    `json:"turn"`
+	CallSeq   int    `json:"call_seq"`
+	Index     int    `json:"index"`
+	ResultSeq int    `json:"result_seq"`
+	// CallID and Name identify the call (checked against the stored one).
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+}
+
+// Sizes of what a step hands back to the workflow (it lands in the run's
+// history; the full texts are in the run log).
+const (
+	// MaxTurnTextBytes bounds an assistant text in a turn's result.
+	MaxTurnTextBytes = 64 << 10
+	// ToolSummaryBytes bounds a tool result's summary.
+	ToolSummaryBytes = 256
+	// MaxStepPayloadBytes is the largest step result a run accepts; a
+	// larger one fails the step (ErrTypePayloadTooLarge) and so the run,
+	// instead of straining Temporal's payload limit.
+	MaxStepPayloadBytes = 256 << 10
+)

@@ -77,8 +77,8 @@ func (h *harness) onLLM(after time.Duration, fn func(n int, in workflows.LLMTurn
 
 func input() workflows.TaskRunInput {
 	return workflows.TaskRunInput{TaskID: 42, RunID: 7, Attempt: 3, AgentID: "writer", Title: "Write", Trigger: workflows.TriggerAPI, Subject: "admin",
-		Builtins: []string{"write_file"},
-		Agent:    agent.Input{Provider: "ollama", Model: "m", UserText: "Task #42: Write", MaxTurns: 4, Tools: agent.ToolsFor([]string{"write_file"})}}
+		Snapshot: "0123abcd",
+		Agent:    agent.Input{Provider: "ollama", Model: "m", UserText: "Task #42: Write", MaxTurns: 4, Tools: agent.ToolsFor([]string{"write_file"})}.Outline()}
 }
 
 func (h *harness) outcome(t *testing.T) models.RunOutcome {
@@ -112,11 +112,11 @@ func TestTaskRunFinishesWithToolCall(t *testing.T) {
 	if o.Status != models.RunFinished || o.Turns != 2 || o.InputTokens != 30 || o.OutputTokens != 7 || o.Reply != "Done." || o.StopReason != agent.StopFinished {
 		t.Fatalf("outcome %+v", o)
 	}
-	if h.started != 1 || len(h.tools) != 1 || h.tools[0].Invocation.Call.ID != "c1" || h.tools[0].Run.RunID != 7 {
+	if h.started != 1 || len(h.tools) != 1 || h.tools[0].CallID != "c1" || h.tools[0].Run.RunID != 7 {
 		t.Fatalf("started=%d tools=%+v", h.started, h.tools)
 	}
 	// The LLM call id is stable per workflow, attempt and turn.
-	if got := activities.CallID(h.llmCalls[1].Run, h.llmCalls[1].Turn.Turn); got != "task-42-a3-t2" {
+	if got := activities.CallID(h.llmCalls[1].Run, h.llmCalls[1].Turn); got != "task-42-a3-t2" {
 		t.Fatalf("call id %q", got)
 	}
 }
@@ -133,7 +133,7 @@ func TestTaskRunRetriesFailingLLMTurn(t *testing.T) {
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.llmCalls) != 2 || h.llmCalls[0].Turn.Turn != 1 || h.llmCalls[1].Turn.Turn != 1 {
+	if len(h.llmCalls) != 2 || h.llmCalls[0].Turn != 1 || h.llmCalls[1].Turn != 1 {
 		t.Fatalf("llm calls: %d", len(h.llmCalls))
 	}
 	if o := h.outcome(t); o.Status != models.RunFinished || o.Turns != 1 {
@@ -216,4 +216,59 @@ func TestTaskRunStopsWhenRunIsGone(t *testing.T) {
 		t.Fatalf("workflow error %v", err)
 	}
 	env.AssertExpectations(t)
+}
+
+// TestTaskRunPassesPositionsNotMessages: the workflow hands its steps the
+// positions of their messages in the run log (opening messages 0..1, the
+// assistant's tool calls at 2, their results at 3 and 4) and the snapshot
+// hash, never the conversation.
+func TestTaskRunPassesPositionsNotMessages(t *testing.T) {
+	h := newHarness(t)
+	h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
+		if n == 1 {
+			return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file"}, {ID: "c2", Name: "write_file"}}}, nil
+		}
+		return &llm.Response{Content: "Done."}, nil
+	})
+	in := input()
+	in.Agent.SystemPrompt = "(system prompt)"
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.llmCalls) != 2 || h.llmCalls[0].Messages != 2 || h.llmCalls[1].Messages != 5 || h.llmCalls[0].Run.Snapshot != "0123abcd" {
+		t.Fatalf("llm steps %+v", h.llmCalls)
+	}
+	if len(h.tools) != 2 || h.tools[0].CallSeq != 2 || h.tools[0].Index != 0 || h.tools[0].ResultSeq != 3 ||
+		h.tools[1].CallSeq != 2 || h.tools[1].Index != 1 || h.tools[1].ResultSeq != 4 || h.tools[1].CallID != "c2" {
+		t.Fatalf("tool steps %+v", h.tools)
+	}
+	if h.llmCalls[0].Run.Key() != "task-42-a3" {
+		t.Fatalf("run key %q", h.llmCalls[0].Run.Key())
+	}
+}
+
+// TestTaskRunContinuesAsNewFromCheckpoint: a continued run does not mark
+// the run started again, goes on at the checkpoint's turn and position,
+// keeps the deadline it was given and records the outcome with the turns
+// and usage of the whole run.
+func TestTaskRunContinuesAsNewFromCheckpoint(t *testing.T) {
+	h := newHarness(t)
+	h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
+		return &llm.Response{Content: "Done.", Usage: llm.Usage{InputTokens: 5, OutputTokens: 1}}, nil
+	})
+	in := input()
+	in.Deadline = h.env.Now().Add(time.Hour)
+	in.Continuation = &agent.Checkpoint{Turn: 3, Messages: make([]llm.Message, 7),
+		Output: agent.Output{Turns: 2, Usage: llm.Usage{InputTokens: 10, OutputTokens: 2}}}
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if h.started != 0 || len(h.llmCalls) != 1 || h.llmCalls[0].Turn != 3 || h.llmCalls[0].Messages != 7 {
+		t.Fatalf("started=%d llm steps %+v", h.started, h.llmCalls)
+	}
+	if o := h.outcome(t); o.Status != models.RunFinished || o.Turns != 3 || o.InputTokens != 15 || o.OutputTokens != 3 {
+		t.Fatalf("outcome %+v", o)
+	}
 }

@@ -22,7 +22,7 @@ const DefaultTaskQueue = "agentry"
 // field existed and reads like version 1. Raise a version when the
 // meaning of a field changes (adding an optional field does not need it).
 const (
-	TaskRunInputVersion        = 1
+	TaskRunInputVersion        = 2
 	ScheduledAgentInputVersion = 1
 	DeliveryInputVersion       = 1
 	ReconcileInputVersion      = 1

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/agentryhq/agentry/internal/llm"
 )
@@ -81,6 +82,26 @@ type Output struct {
 	StopReason  string         `json:"stop_reason"`
 }
 
+// Checkpoint is where a run stands before one of its turns: everything
+// the loop needs to go on from there (a workflow continues as new with
+// it). Output.NewMessages is left out: it is the tail of Messages.
+type Checkpoint struct {
+	// Turn is the turn about to run.
+	Turn int `json:"turn"`
+	// Messages is the conversation as the loop holds it (durable runs hold
+	// short stand-ins; the full messages are in the run log).
+	Messages []llm.Message `json:"messages"`
+	Output   Output        `json:"output"`
+}
+
+// Pauser may be implemented by an Executor that wants to stop a run
+// between turns (continue-as-new, a history limit): BeforeTurn is called
+// before every turn but the first one a Resume runs; a non-nil error stops
+// the loop and is returned as it is.
+type Pauser interface {
+	BeforeTurn(cp Checkpoint) error
+}
+
 // Run drives the loop: system prompt + history + user message, then LLM
 // turns and tool calls until the model answers without tools or MaxTurns
 // LLM calls were made. It must stay deterministic (no clocks, randomness,
@@ -88,20 +109,48 @@ type Output struct {
 //
 // ToolChoice applies to the first turn only; later turns use auto, since a
 // forced tool call on every turn could never finish.
-func Run(exec Executor, in Input) (*Output, error) {
+func Run(exec Executor, in Input) (*Output, error) { return Resume(exec, in, nil) }
+
+// Resume is Run from a checkpoint (nil: from the start).
+func Resume(exec Executor, in Input, from *Checkpoint) (*Output, error) {
 	maxTurns := in.MaxTurns
 	if maxTurns <= 0 {
 		maxTurns = 1
 	}
-	msgs := make([]llm.Message, 0, len(in.History)+4)
+	prefix := len(in.History)
 	if in.SystemPrompt != "" {
-		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: in.SystemPrompt})
+		prefix++
 	}
-	msgs = append(msgs, in.History...)
-	user := llm.Message{Role: llm.RoleUser, Content: in.UserText}
-	msgs = append(msgs, user)
-	out := &Output{NewMessages: []llm.Message{user}}
-	for turn := 1; turn <= maxTurns; turn++ {
+	var msgs []llm.Message
+	var out *Output
+	first := 1
+	if from == nil {
+		msgs = make([]llm.Message, 0, prefix+4)
+		if in.SystemPrompt != "" {
+			msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: in.SystemPrompt})
+		}
+		msgs = append(msgs, in.History...)
+		user := llm.Message{Role: llm.RoleUser, Content: in.UserText}
+		msgs = append(msgs, user)
+		out = &Output{NewMessages: []llm.Message{user}}
+	} else {
+		msgs = append([]llm.Message(nil), from.Messages...)
+		o := from.Output
+		out = &o
+		if prefix <= len(msgs) {
+			out.NewMessages = append([]llm.Message(nil), msgs[prefix:]...)
+		}
+		first = from.Turn
+	}
+	pauser, _ := exec.(Pauser)
+	for turn := first; turn <= maxTurns; turn++ {
+		if pauser != nil && turn != first {
+			cp := Checkpoint{Turn: turn, Messages: msgs, Output: *out}
+			cp.Output.NewMessages = nil
+			if err := pauser.BeforeTurn(cp); err != nil {
+				return out, err
+			}
+		}
 		choice := ""
 		if turn == 1 {
 			choice = in.ToolChoice
@@ -135,17 +184,54 @@ func Run(exec Executor, in Input) (*Output, error) {
 				return out, fmt.Errorf("turn %d: tool %s: %w", turn, call.Name, err)
 			}
 			out.Files = append(out.Files, res.Files...)
-			content := res.Content
-			if res.IsError {
-				content = "error: " + content
-			}
-			toolMsg := llm.Message{Role: llm.RoleTool, Content: content, ToolCallID: call.ID, Name: call.Name}
+			toolMsg := llm.Message{Role: llm.RoleTool, Content: ToolMessageContent(res), ToolCallID: call.ID, Name: call.Name}
 			msgs = append(msgs, toolMsg)
 			out.NewMessages = append(out.NewMessages, toolMsg)
 		}
 	}
 	out.StopReason = StopMaxTurns
 	return out, nil
+}
+
+// ToolMessageContent is what the model is shown of a tool result.
+func ToolMessageContent(res ToolResult) string {
+	if res.IsError {
+		return "error: " + res.Content
+	}
+	return res.Content
+}
+
+// Outline is in with its texts replaced by short stand-ins, keeping what
+// the loop decides by (message count, tool choice, limits): what a durable
+// run's workflow carries, while its activities load the full input from
+// the run's snapshot.
+func (in Input) Outline() Input {
+	o := in
+	if o.SystemPrompt != "" {
+		o.SystemPrompt = "(system prompt)"
+	}
+	if len(in.History) > 0 {
+		o.History = make([]llm.Message, len(in.History))
+		for i, m := range in.History {
+			o.History[i] = llm.Message{Role: m.Role}
+		}
+	}
+	o.UserText = Summary(in.UserText, 200)
+	o.Tools = nil
+	return o
+}
+
+// Summary is s cut to at most max bytes (at a character boundary) with a
+// note of the full size.
+func Summary(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [%d bytes]", s[:cut], len(s))
 }
 
 // decodeArgs reads a tool call's JSON arguments.

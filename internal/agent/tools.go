@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -54,6 +55,10 @@ func ToolsFor(builtins []string) []llm.Tool {
 	return out
 }
 
+// DefaultToolOutputCap is the default of runtime.tool_output_cap: the most
+// bytes of one tool result the model is shown.
+const DefaultToolOutputCap = 32 << 10
+
 // Toolbox executes builtin tools and MCP tools. File tools are confined to
 // a work directory; http_get passes the SSRF policy; mcp__<server>__<tool>
 // calls go to the MCP manager.
@@ -62,6 +67,10 @@ type Toolbox struct {
 	Timeout time.Duration
 	// MCP runs MCP tools; nil when no server is configured.
 	MCP *mcp.Manager
+	// OutputCap bounds the result text of one call (runtime.tool_output_cap;
+	// 0 means DefaultToolOutputCap): a longer result is cut, with a note
+	// telling the model so. It never fails the call.
+	OutputCap int
 }
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
@@ -134,7 +143,7 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		if err != nil {
 			return ToolResult{}, err
 		}
-		return ToolResult{Content: res.Content, IsError: res.IsError}, nil
+		return ToolResult{Content: CapOutput(res.Content, t.OutputCap), IsError: res.IsError}, nil
 	}
 	var res ToolResult
 	var err error
@@ -159,6 +168,7 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		}
 		return ToolResult{Content: err.Error(), IsError: true}, nil
 	}
+	res.Content = CapOutput(res.Content, t.OutputCap)
 	return res, nil
 }
 
@@ -172,6 +182,23 @@ func runDriverTool(ctx context.Context, d drivers.Tool, args json.RawMessage) (r
 	}()
 	out, err := d.Run(ctx, args)
 	return ToolResult{Content: out}, err
+}
+
+// CapOutput cuts a tool result to limit bytes (0: DefaultToolOutputCap) at
+// a character boundary and says so at the end, so the model knows it saw
+// only the start.
+func CapOutput(s string, limit int) string {
+	if limit <= 0 {
+		limit = DefaultToolOutputCap
+	}
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s\n[truncated: the tool returned %d bytes; only the first %d are shown (runtime.tool_output_cap)]", s[:cut], len(s), cut)
 }
 
 // ConfinedPath resolves rel inside root, refusing absolute paths, ".."

@@ -94,7 +94,12 @@ type RuntimeConfig struct {
 	// Delivery bounds the retries of outbound webhook deliveries.
 	Delivery DeliveryConfig `yaml:"delivery" env:", prefix=DELIVERY_"`
 	Sandbox  map[string]any `yaml:"sandbox,omitempty"`
-	Extra    map[string]any `yaml:",inline"`
+
+	// ToolOutputCap is the most bytes of one tool result the model is
+	// shown; longer results are cut with a note (0: the default, 32 KiB).
+	ToolOutputCap int `yaml:"tool_output_cap" env:"TOOL_OUTPUT_CAP"`
+
+	Extra map[string]any `yaml:",inline"`
 }
 
 // SSRFConfig guards outbound HTTP made on an agent's or a channel's behalf.

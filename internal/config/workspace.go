@@ -57,6 +57,10 @@ func (w Workspace) PluginsDir() string { return filepath.Join(w.Root, "plugins")
 // ArtifactsDir holds files produced by task runs; artifact paths never leave it.
 func (w Workspace) ArtifactsDir() string { return filepath.Join(w.Root, "artifacts") }
 
+// BlobsDir holds the content-addressed files of durable runs' large
+// messages (internal/runlog).
+func (w Workspace) BlobsDir() string { return filepath.Join(w.Root, "blobs") }
+
 // SessionsDir holds the per-session work directories of chat sessions.
 func (w Workspace) SessionsDir() string { return filepath.Join(w.Root, "sessions") }
 

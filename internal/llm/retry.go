@@ -106,6 +106,32 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 type retryObserverKey struct{}
 
+type noRetryKey struct{}
+
+// WithoutRetries returns a context whose calls through a WithRetry provider make exactly one
+// attempt. Temporal activities use it: there the activity's retry policy is the one retry owner
+// (a provider's Retry-After becomes the activity error's next-retry delay, see RetryDelay), so a
+// client loop inside the activity would only multiply attempts and hold the worker slot.
+func WithoutRetries(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noRetryKey{}, true)
+}
+
+// RetriesDisabled reports whether ctx came from WithoutRetries.
+func RetriesDisabled(ctx context.Context) bool {
+	off, _ := ctx.Value(noRetryKey{}).(bool)
+	return off
+}
+
+// RetryAfter is the wait a provider asked for before repeating the call that failed with err,
+// capped at MaxRetryAfter; 0 when err carries none.
+func RetryAfter(err error) time.Duration {
+	var pe *ProviderError
+	if errors.As(err, &pe) && pe.RetryAfter > 0 {
+		return min(pe.RetryAfter, MaxRetryAfter)
+	}
+	return 0
+}
+
 // WithRetryObserver returns a context whose calls through a WithRetry provider report each retry to
 // fn (attempt about to start, error of the previous one), in addition to RetryPolicy.OnRetry. The
 // Router uses it so the cost ledger counts retries on the row of the call they belong to.
@@ -160,6 +186,9 @@ func (r *retryProvider) Stream(ctx context.Context, req Request, onDelta func(st
 
 func (r *retryProvider) run(ctx context.Context, attempt func(context.Context) (*Response, error), delivered *atomic.Bool) (*Response, error) {
 	max := max(r.policy.MaxAttempts, 1)
+	if RetriesDisabled(ctx) {
+		max = 1
+	}
 	observer, _ := ctx.Value(retryObserverKey{}).(func(int, error))
 	for n := 1; ; n++ {
 		resp, err := attempt(ctx)

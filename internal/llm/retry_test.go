@@ -221,3 +221,20 @@ func TestUnreachableDefaultOllamaHint(t *testing.T) {
 		t.Fatalf("unknown host: %v retryable=%v", err, IsRetryable(err))
 	}
 }
+
+func TestWithoutRetriesMakesOneAttempt(t *testing.T) {
+	f := startFake(t)
+	f.Script(fakellm.Rule{Status: 429, RetryAfter: "90", Times: 1})
+	var waits []string
+	p := fakeProvider(t, f, TypeOpenAI, &waits)
+	_, err := p.Chat(WithoutRetries(context.Background()), userReq("m", "hi"))
+	if !IsRetryable(err) || f.CallCount() != 1 || len(waits) != 0 {
+		t.Fatalf("err %v calls %d waits %v: want one attempt and the retryable 429 handed back", err, f.CallCount(), waits)
+	}
+	if d := RetryAfter(err); d != MaxRetryAfter {
+		t.Fatalf("RetryAfter %s, want the provider's 90s capped at %s", d, MaxRetryAfter)
+	}
+	if RetryAfter(errors.New("plain")) != 0 {
+		t.Fatal("an error without Retry-After asks for no wait")
+	}
+}

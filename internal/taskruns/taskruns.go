@@ -19,6 +19,7 @@ import (
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -50,6 +51,8 @@ type Service struct {
 	Toolbox *agent.Toolbox
 	Config  *config.Loaded
 	Events  Notifier
+	// Log stores the run's snapshot (the resolved agent, by content hash).
+	Log *runlog.Log
 	// TaskQueue is the worker's queue (temporal.task_queue).
 	TaskQueue string
 	// Timeout overrides workflows.TaskRunTimeout (tests).
@@ -99,14 +102,23 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	if principal != nil {
 		subject = principal.Subject
 	}
+	// The agent as resolved now is the run's snapshot, stored by content
+	// hash: a later change of the agent file never changes this run.
+	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
+		Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, UserText: TaskPrompt(task),
+		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
+		MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
+	}}
+	sha, err := r.Log.PutSnapshot(ctx, snap)
+	if err != nil {
+		if derr := r.Store.DeleteQueuedRun(ctx, run.ID); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
 	in := workflows.TaskRunInput{
 		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
-		DataClassification: def.LLM.DataClassification, Builtins: def.ToolGrants(), Timeout: r.Timeout,
-		Agent: agent.Input{
-			Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, UserText: TaskPrompt(task),
-			Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
-			MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
-		},
+		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: sha,
 	}
 	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {
@@ -165,6 +177,10 @@ func (r *Service) repairStale(ctx context.Context, taskID int64) bool {
 		return false // its start is probably still in progress
 	}
 	desc, err := r.Client.DescribeWorkflowExecution(ctx, active.WorkflowID, active.TemporalRunID)
+	if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+		// A long run goes on in a later execution of the same workflow id.
+		desc, err = r.Client.DescribeWorkflowExecution(ctx, active.WorkflowID, "")
+	}
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -200,7 +216,10 @@ func (r *Service) Cancel(ctx context.Context, taskID, runID int64) (*models.Task
 		return nil, &models.ConflictError{Code: models.ErrRunNotActive.Code, RunID: runID,
 			Msg: fmt.Sprintf("run %d of task %d already ended (%s)", runID, taskID, run.Status)}
 	}
-	err = r.Client.CancelWorkflow(ctx, run.WorkflowID, run.TemporalRunID)
+	// The current execution of the workflow id, not the first one: a long
+	// run continues as new (same id, later executions), and only the
+	// active run of the task can be running under its id.
+	err = r.Client.CancelWorkflow(ctx, run.WorkflowID, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf) || isAlreadyClosed(err):

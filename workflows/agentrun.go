@@ -1,0 +1,166 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/llm"
+)
+
+// The agent-run core: the one piece of workflow code that drives a durable
+// agent run (a task run, a scheduled firing). It runs the deterministic
+// loop of internal/agent through durableExecutor, whose LLM turns and tool
+// calls are activities that keep the conversation in the run log
+// (internal/runlog); the workflow holds positions, stand-ins and short
+// summaries only, so a run's history grows by a few KiB per turn however
+// large the tool results are. The loop is bounded by a deadline carried
+// across continue-as-new.
+
+const (
+	// DefaultContinueAsNewEvents is the history length from which a run
+	// continues as new at its next turn (about 12 events a turn).
+	DefaultContinueAsNewEvents = 2000
+	// ContinueAsNewBytes is the history size from which a run continues as
+	// new at its next turn.
+	ContinueAsNewBytes = 2 << 20
+	// MaxRunHistoryBytes fails a run whose history grew this large anyway
+	// (within one turn), well before Temporal's own 50 MB limit would
+	// terminate it without a word.
+	MaxRunHistoryBytes = 16 << 20
+)
+
+// agentRun is one durable agent run as the core drives it.
+type agentRun struct {
+	ref RunRef
+	// outline is the agent input with its texts replaced by stand-ins
+	// (agent.Input.Outline); the activities load the full one.
+	outline agent.Input
+	// llmStep and toolStep name the activities of the run's kind.
+	llmStep, toolStep string
+	llmOpts, toolOpts workflow.ActivityOptions
+	// continueAfter is the history length that triggers continue-as-new.
+	continueAfter int
+	// onTurn is told about every finished LLM turn (progress).
+	onTurn func(turn int, usage llm.Usage)
+}
+
+// errContinueAsNew stops the loop between turns so the workflow can
+// continue as new with the checkpoint.
+var errContinueAsNew = errors.New("continue as new")
+
+// agentRunResult is how a bounded run ended.
+type agentRunResult struct {
+	out      *agent.Output
+	err      error
+	timedOut bool
+	// next is set when the run should continue as new from it.
+	next *agent.Checkpoint
+}
+
+// runUntil drives the loop from a checkpoint (nil: the start) until it
+// ends, the deadline passes (the loop is then cancelled), the workflow is
+// cancelled or the history asks for a continue-as-new.
+func (r *agentRun) runUntil(ctx workflow.Context, from *agent.Checkpoint, deadline time.Time) agentRunResult {
+	loopCtx, cancelLoop := workflow.WithCancel(ctx)
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	var res agentRunResult
+	left := deadline.Sub(workflow.Now(ctx))
+	if left <= 0 {
+		res.timedOut = true
+		cancelLoop()
+		return res
+	}
+	timer := workflow.NewTimer(timerCtx, left)
+
+	exec := &durableExecutor{run: r}
+	loopDone, setDone := workflow.NewFuture(ctx)
+	workflow.Go(loopCtx, func(gctx workflow.Context) {
+		exec.ctx = gctx
+		res.out, res.err = agent.Resume(exec, r.outline, from)
+		setDone.Set(nil, nil)
+	})
+
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(loopDone, func(workflow.Future) {})
+	sel.AddFuture(timer, func(f workflow.Future) {
+		if f.Get(ctx, nil) == nil { // fired, not cancelled
+			res.timedOut = true
+			cancelLoop()
+		}
+	})
+	sel.Select(ctx)
+	cancelTimer()
+	_ = loopDone.Get(ctx, nil) // after a timeout, wait for the cancelled step to hand back
+	cancelLoop()
+	if errors.Is(res.err, errContinueAsNew) {
+		res.err, res.next = nil, exec.checkpoint
+	}
+	return res
+}
+
+// durableExecutor is the agent.Executor of a workflow: each step is an
+// activity, identified by the positions of its messages in the run log.
+type durableExecutor struct {
+	ctx workflow.Context
+	run *agentRun
+	// callSeq is the position of the last assistant message, nextSeq where
+	// the next tool result goes, index the next tool call's place in it.
+	callSeq, nextSeq, index int
+	checkpoint              *agent.Checkpoint
+}
+
+func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
+	ctx := workflow.WithActivityOptions(e.ctx, e.run.llmOpts)
+	n := len(t.Request.Messages)
+	var resp llm.Response
+	err := workflow.ExecuteActivity(ctx, e.run.llmStep, LLMTurnInput{
+		Run: e.run.ref, Turn: t.Turn, Messages: n, ToolChoice: t.Request.ToolChoice}).Get(ctx, &resp)
+	if err != nil {
+		return nil, stepError(err)
+	}
+	e.callSeq, e.nextSeq, e.index = n, n+1, 0
+	if e.run.onTurn != nil {
+		e.run.onTurn(t.Turn, resp.Usage)
+	}
+	return &resp, nil
+}
+
+func (e *durableExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
+	ctx := workflow.WithActivityOptions(e.ctx, e.run.toolOpts)
+	var res agent.ToolResult
+	err := workflow.ExecuteActivity(ctx, e.run.toolStep, ToolInput{
+		Run: e.run.ref, Turn: inv.Turn, CallSeq: e.callSeq, Index: e.index, ResultSeq: e.nextSeq,
+		CallID: inv.Call.ID, Name: inv.Call.Name}).Get(ctx, &res)
+	if err != nil {
+		return agent.ToolResult{}, stepError(err)
+	}
+	e.index++
+	e.nextSeq++
+	return res, nil
+}
+
+// BeforeTurn continues the run as new once its history is long or large,
+// and fails it should one turn have grown the history past
+// MaxRunHistoryBytes anyway.
+func (e *durableExecutor) BeforeTurn(cp agent.Checkpoint) error {
+	info := workflow.GetInfo(e.ctx)
+	if size := info.GetCurrentHistorySize(); size > MaxRunHistoryBytes {
+		return fmt.Errorf("the run's workflow history reached %d bytes (limit %d); it was stopped before Temporal's own limit would end it",
+			size, MaxRunHistoryBytes)
+	}
+	limit := e.run.continueAfter
+	if limit <= 0 {
+		limit = DefaultContinueAsNewEvents
+	}
+	if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit || info.GetCurrentHistorySize() >= ContinueAsNewBytes {
+		cp.Messages = append([]llm.Message(nil), cp.Messages...)
+		e.checkpoint = &cp
+		return errContinueAsNew
+	}
+	return nil
+}
