@@ -13,18 +13,18 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/dev/fakellm"
-	"github.com/agentryhq/agentry/dev/temporalserver"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/runlog"
+	"github.com/agentryhq/agentry/internal/temporalserver"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/worker"
 	"github.com/agentryhq/agentry/workflows"
 )
 
@@ -83,9 +83,9 @@ func startEngineEnv(t *testing.T) *engineEnv {
 		log: &runlog.Log{Store: store, BlobDir: filepath.Join(dir, "blobs")}}
 	area := filepath.Join(dir, "artifacts")
 	os.MkdirAll(area, 0o755)
-	w := sdkworker.New(c, "engine-test", sdkworker.Options{})
-	workflows.RegisterTaskRun(&activities.TaskRunActivities{Store: store, Router: llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"),
-		Toolbox: agent.NewToolbox(netguard.Policy{}, 10*time.Second), Log: env.log, ArtifactsDir: area, Workspace: dir})(w)
+	w := worker.New(c, "engine-test", slog.New(slog.DiscardHandler))
+	w.AddActivities(&activities.TaskRunActivities{Store: store, Router: llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"),
+		Toolbox: agent.NewToolbox(netguard.Policy{}, 10*time.Second), Log: env.log, ArtifactsDir: area, Workspace: dir})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (e *engineEnv) run(t *testing.T, title string, maxTurns, continueAfter int)
 	}
 	ag := agent.Input{Provider: "ollama", Model: "m", SystemPrompt: "You read files.", UserText: title, MaxTurns: maxTurns,
 		Tools: agent.ToolsFor([]string{"write_file", "read_file"})}
-	sha, err := e.log.PutSnapshot(ctx, activities.RunSnapshot{Agent: ag, Builtins: []string{"write_file", "read_file"}})
+	sha, err := e.log.PutSnapshot(ctx, workflows.RunSnapshot{Agent: ag, Builtins: []string{"write_file", "read_file"}})
 	if err != nil {
 		t.Fatal(err)
 	}
