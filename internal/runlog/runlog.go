@@ -136,8 +136,16 @@ func (l *Log) PutSnapshot(ctx context.Context, v any) (string, error) {
 	return sha, nil
 }
 
+// ErrNoSnapshot is the error of a run whose input names no snapshot: it was
+// requested by a gateway older than the run log (task-run input version 1)
+// and cannot go on after the upgrade; retrying it starts it afresh.
+var ErrNoSnapshot = errors.New("this run was started by an older gateway version that kept the conversation in the workflow; it cannot continue after the upgrade: start it again")
+
 // Snapshot loads the snapshot with hash sha into v.
 func (l *Log) Snapshot(ctx context.Context, sha string, v any) error {
+	if sha == "" {
+		return ErrNoSnapshot
+	}
 	body, ok := l.snapshots.Load(sha)
 	if !ok {
 		s, err := l.Store.RunSnapshotBody(ctx, sha)
