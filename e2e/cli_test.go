@@ -20,9 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,13 +33,7 @@ import (
 
 // cliVersion is the version the test client is built with (update tests
 // install a newer one).
-const cliVersion = "1.0.0"
-
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+const cliVersion = gatewaytest.ClientVersion
 
 // moduleRoot is the repository root (the folder of go.mod).
 func moduleRoot(t testing.TB) string {
@@ -53,104 +45,11 @@ func moduleRoot(t testing.TB) string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
-// raceBuild is true when this test binary was built with -race: agentryd
-// is built the same way so it reuses the compiled packages in the build
-// cache instead of compiling the gateway's dependencies (Temporal) again.
-func raceBuild() bool {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func goBuild(root, out, pkg string, ldflags string, race bool) error {
-	args := []string{"build"}
-	if race {
-		args = append(args, "-race")
-	}
-	if ldflags != "" {
-		args = append(args, "-ldflags", ldflags)
-	}
-	args = append(args, "-o", out, pkg)
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
-	return nil
-}
-
-// binDirPrefix names the folders the binaries are built into, one per test
-// process (concurrent test runs must not overwrite each other's binaries).
-const binDirPrefix = "agentry-e2e-cli-bin-"
-
-// binaries builds agentry and agentryd once per test process and returns
-// their folder. The folder cannot be removed when the process ends (TestMain
-// belongs to the harness), so each run removes the folders of test
-// processes that are gone.
+// binaries is the folder of the agentry and agentryd binaries, built once
+// per test process by the harness.
 func binaries(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		removeStaleBinDirs()
-		root := moduleRoot(t)
-		buildDir = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binDirPrefix, os.Getpid()))
-		if buildErr = os.MkdirAll(buildDir, 0o755); buildErr != nil {
-			return
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			// The client is small and started a hundred times: no race
-			// detector (whose runtime also sleeps a second at every exit).
-			errs[0] = goBuild(root, filepath.Join(buildDir, "agentry"), "./cmd/agentry", "-X main.version="+cliVersion, false)
-		}()
-		go func() {
-			defer wg.Done()
-			errs[1] = goBuild(root, filepath.Join(buildDir, "agentryd"), "./cmd/agentryd", "-X main.version=e2e", raceBuild())
-		}()
-		wg.Wait()
-		buildErr = errorsJoin(errs...)
-	})
-	if buildErr != nil {
-		t.Fatalf("build binaries: %v", buildErr)
-	}
-	return buildDir
-}
-
-func removeStaleBinDirs() {
-	entries, _ := os.ReadDir(os.TempDir())
-	for _, e := range entries {
-		pidText, ok := strings.CutPrefix(e.Name(), binDirPrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		var pid int
-		if _, err := fmt.Sscan(pidText, &pid); err != nil || pid <= 0 {
-			continue
-		}
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
-			os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
-		}
-	}
-}
-
-func errorsJoin(errs ...error) error {
-	var msgs []string
-	for _, e := range errs {
-		if e != nil {
-			msgs = append(msgs, e.Error())
-		}
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s", strings.Join(msgs, "\n"))
+	return filepath.Dir(gatewaytest.Binary(t, "agentryd"))
 }
 
 // cliHome is one user's machine: a home folder (workspace ~/.agentry,
@@ -990,7 +889,7 @@ func TestCLIUpdate(t *testing.T) {
 	self := filepath.Join(binDir, "agentry")
 	copyFile(t, h.bin, self)
 	newBin := filepath.Join(t.TempDir(), "agentry-1.1.0")
-	if err := goBuild(moduleRoot(t), newBin, "./cmd/agentry", "-X main.version=1.1.0", false); err != nil {
+	if err := gatewaytest.GoBuild(moduleRoot(t), newBin, "./cmd/agentry", "-X main.version=1.1.0"); err != nil {
 		t.Fatal(err)
 	}
 	newData, _ := os.ReadFile(newBin)

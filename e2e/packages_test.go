@@ -13,6 +13,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -284,18 +285,20 @@ func TestBuildWithExampleDriver(t *testing.T) {
 		t.Fatalf("%s written by a refused build", out)
 	}
 
-	// Build like the harness built agentryd, so the compiled packages in
-	// the build cache are reused and only main is compiled and linked.
-	var goflags map[string]string
-	if raceBuild() {
-		goflags = map[string]string{"GOFLAGS": "-race"}
-	}
+	// Build like the harness built agentryd (gatewaytest.Binary), with the
+	// caller's build and module caches (the test's HOME is a fresh folder
+	// and Go derives both from HOME: without them the build starts cold and
+	// downloads every module, ten minutes here), so the compiled packages
+	// are reused and only main is compiled and linked. GOPROXY=off: the
+	// build must download nothing.
+	goEnv := callerGoEnv(t)
+	goEnv["GOPROXY"] = "off"
 	// go build may take minutes on a loaded machine: a longer bound than
 	// h.exec's, and the whole process group is stopped on timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, agentryd, "build", "--with", "github.com/agentryhq/agentry/drivers/example/uppercase", "-o", out, "--keep=false")
-	build.Dir, build.Env = root, h.environ(goflags)
+	build.Dir, build.Env = root, h.environ(goEnv)
 	build.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	build.Cancel = func() error { return syscall.Kill(-build.Process.Pid, syscall.SIGKILL) }
 	output, err := build.CombinedOutput()
@@ -308,4 +311,21 @@ func TestBuildWithExampleDriver(t *testing.T) {
 	expectContains(t, r.Stdout, `"uppercase"`, "the example driver is built in")
 	r = h.exec(agentryd, nil, "", "drivers")
 	expectContains(t, r.Stdout, "No drivers built in", "the plain binary has none")
+}
+
+// callerGoEnv is the go command's settings of this test process that a
+// child with another HOME would otherwise lose (they default to folders
+// under HOME or come from HOME's go/env file).
+func callerGoEnv(t *testing.T) map[string]string {
+	t.Helper()
+	keys := []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOTOOLCHAIN"}
+	out, err := exec.Command("go", append([]string{"env", "-json"}, keys...)...).Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	env := map[string]string{}
+	if err := json.Unmarshal(out, &env); err != nil {
+		t.Fatalf("go env -json: %v\n%s", err, out)
+	}
+	return env
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,21 +22,35 @@ var (
 	buildErr  error
 )
 
-// Binary builds ./cmd/<name> once per test binary (agentryd, agentry) and
-// returns its path.
+// ClientVersion is the version the agentry client binary is built with
+// (update checks in the tests compare against it).
+const ClientVersion = "1.0.0"
+
+// binDirPrefix names the folders the binaries are built into, one per test
+// process (concurrent test runs must not overwrite each other's binaries).
+const binDirPrefix = "agentry-e2e-bin-"
+
+// Binary builds ./cmd/agentryd and ./cmd/agentry once per test process and
+// returns the path of one of them (name "agentryd" or "agentry"); both live
+// in the same folder.
+//
+// Both are built without the race detector, whatever the test binary: the
+// gateway embeds the Temporal server, which is slow under -race (see the
+// Makefile), and every link of the 240 MB gateway costs half a minute of
+// CPU, so there is one build of each per run, shared by every test. The
+// folder cannot be removed when the process ends (TestMain belongs to the
+// package), so each run removes the folders of test processes that are gone.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "agentry-bin-")
-		if buildErr != nil {
+		removeStaleBinDirs()
+		buildDir = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binDirPrefix, os.Getpid()))
+		if buildErr = os.MkdirAll(buildDir, 0o755); buildErr != nil {
 			return
 		}
 		root := moduleRoot()
-		for _, n := range []string{"agentryd", "agentry"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, n), "./cmd/"+n)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build ./cmd/%s: %v\n%s", n, err, out)
+		for _, b := range []struct{ name, version string }{{"agentryd", "e2e"}, {"agentry", ClientVersion}} {
+			if buildErr = GoBuild(root, filepath.Join(buildDir, b.name), "./cmd/"+b.name, "-X main.version="+b.version); buildErr != nil {
 				return
 			}
 		}
@@ -44,6 +59,38 @@ func Binary(t testing.TB, name string) string {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(buildDir, name)
+}
+
+// GoBuild runs go build -o out pkg in root with ldflags.
+func GoBuild(root, out, pkg, ldflags string) error {
+	args := []string{"build"}
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
+	}
+	args = append(args, "-o", out, pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return nil
+}
+
+func removeStaleBinDirs() {
+	entries, _ := os.ReadDir(os.TempDir())
+	for _, e := range entries {
+		pidText, ok := strings.CutPrefix(e.Name(), binDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(pidText, &pid); err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+		}
+	}
 }
 
 func moduleRoot() string {
