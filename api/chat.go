@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
+	"github.com/agentryhq/agentry/internal/hangup"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/scrub"
 )
@@ -20,6 +21,9 @@ import (
 // ChatFeature serves chat, chat streaming, feedback and the learning list.
 type ChatFeature struct {
 	Chat *chat.Service
+	// Hangups cancels the run of a caller that disconnects (nil: only a
+	// failed stream write notices).
+	Hangups *hangup.Watcher
 }
 
 // Register implements Feature.
@@ -52,53 +56,83 @@ func (f *ChatFeature) chat(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &b); err != nil {
 		return err
 	}
-	reply, err := f.Chat.Chat(c.UserContext(), b.request(llm.SourceChat), nil)
+	// A caller that hangs up cancels the provider call; the run is
+	// recorded cancelled and its exchange is not kept.
+	ctx, stop := f.Hangups.Watch(c.UserContext(), c.Context().Conn())
+	defer stop()
+	reply, err := f.Chat.Chat(ctx, b.request(llm.SourceChat), nil)
 	if err != nil {
 		return err
 	}
+	setRunHeaders(c, reply.SessionID, reply.RunID, reply.ResponseID)
 	return c.JSON(reply)
 }
 
+// Response headers naming a chat run (both chat routes send them).
+const (
+	HeaderSessionID  = "X-Agentry-Session-Id"
+	HeaderRunID      = "X-Agentry-Run-Id"
+	HeaderResponseID = "X-Agentry-Response-Id"
+)
+
+func setRunHeaders(c *fiber.Ctx, sessionID, runID, responseID string) {
+	c.Set(HeaderSessionID, sessionID)
+	c.Set(HeaderRunID, runID)
+	c.Set(HeaderResponseID, responseID)
+}
+
 // stream answers text/event-stream: `data: <chunk>` lines as the provider
-// produces text, then `event: done` with the ids and `data: [DONE]`.
+// produces text, then `data: [DONE]`. Every data line of the default event
+// is reply text, so a client that joins them shows the reply and nothing
+// else. The run's ids travel in the X-Agentry-* response headers; with
+// ?meta=true the stream also ends with a named `event: done` frame
+// carrying them as JSON (plain clients skip named events).
 //
 // The response is committed only when the first text arrives (or the run
 // ends): everything that fails before that — bad input, an unknown agent,
 // a cost rejection (402/403/409/429/503), an unreachable provider — is
 // answered with its HTTP status and the JSON envelope, like POST /chat. A
-// failure after the stream started sends an `event: error` frame, then
-// [DONE]. A client that disconnects cancels the provider call (the write
-// fails and the run's context is cancelled).
+// failure after the stream started sends an `event: error` frame (its data
+// is the error text; JSON with the code under ?meta=true), then [DONE].
+// A client that disconnects cancels the provider call: the run is recorded
+// cancelled, the ledger row cancelled with the usage so far, and the
+// exchange is not added to the conversation.
 func (f *ChatFeature) stream(c *fiber.Ctx) error {
 	var b chatBody
 	if err := decodeJSON(c, &b); err != nil {
 		return err
 	}
+	meta := c.QueryBool("meta")
 	req := b.request(llm.SourceStream)
 	ctx := c.UserContext()
 	if _, _, err := f.Chat.Prepare(ctx, &req); err != nil {
 		return err
 	}
+	req.RunID, req.ResponseID = chat.NewRunIDs()
+	sessionID := chat.SessionOf(ctx, &req)
 	// The run outlives this handler (fasthttp runs the body writer after it
-	// returns): detach it from the request, keeping the caller.
-	runCtx, cancel := context.WithCancel(auth.WithPrincipal(context.WithoutCancel(ctx), auth.FromContext(ctx)))
+	// returns): detach it from the request, keeping the caller; the hangup
+	// watch (stopped when the body is written) cancels it if the client
+	// goes away.
+	runCtx, stop := f.Hangups.Watch(auth.WithPrincipal(context.WithoutCancel(ctx), auth.FromContext(ctx)), c.Context().Conn())
 	run := startStreamRun(runCtx, f.Chat, req)
 	select {
 	case <-run.started:
 	case res := <-run.done:
 		if res.err != nil {
-			cancel()
+			stop()
 			return res.err
 		}
 		run.done <- res // a run without any text: stream just the end frames
 	}
+	setRunHeaders(c, sessionID, req.RunID, req.ResponseID)
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set(fiber.HeaderConnection, "keep-alive")
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer cancel()
-		res, ok := run.forward(w, cancel)
+		defer stop()
+		res, ok := run.forward(w, stop)
 		if !ok {
 			return // the client went away
 		}
@@ -110,9 +144,14 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 					frame["code"] = e.Code
 				}
 			}
-			payload, _ := json.Marshal(frame)
-			fmt.Fprintf(w, "event: error\ndata: %s\n\n", payload)
-		} else {
+			if meta {
+				payload, _ := json.Marshal(frame)
+				fmt.Fprintf(w, "event: error\ndata: %s\n\n", payload)
+			} else {
+				w.WriteString("event: error\n")
+				writeData(w, frame["error"])
+			}
+		} else if meta {
 			ids, _ := json.Marshal(res.reply)
 			fmt.Fprintf(w, "event: done\ndata: %s\n\n", ids)
 		}
@@ -155,7 +194,7 @@ func startStreamRun(ctx context.Context, svc *chat.Service, req chat.Request) *s
 
 // forward writes chunks as they come until the run ends; ok is false when
 // a write failed (the client disconnected; the run is cancelled).
-func (r *streamRun) forward(w *bufio.Writer, cancel context.CancelFunc) (res streamResult, ok bool) {
+func (r *streamRun) forward(w *bufio.Writer, cancel func()) (res streamResult, ok bool) {
 	write := func(text string) bool {
 		writeData(w, text)
 		if err := w.Flush(); err != nil {

@@ -81,18 +81,43 @@ func TestChatStream(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 			t.Fatalf("%s: %d %s", tc.agent, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
-		text, events, done := readSSE(t, resp.Body)
+		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		text, events, done := readSSE(t, strings.NewReader(string(raw)))
 		if text != "once upon\na time" {
 			t.Fatalf("%s: streamed text %q", tc.agent, text)
 		}
-		if !done || len(events["done"]) != 1 || !strings.Contains(events["done"][0], "response_id") {
-			t.Fatalf("%s: done=%v events=%v", tc.agent, done, events)
+		// Every data line is reply text (issue 18 item 11): the ids are in
+		// headers, and no named frame is sent unless asked for.
+		if !done || len(events) != 0 || strings.Contains(string(raw), "{") {
+			t.Fatalf("%s: done=%v events=%v raw=%q", tc.agent, done, events, raw)
+		}
+		if !strings.HasPrefix(resp.Header.Get("X-Agentry-Session-Id"), "http-") || !strings.HasPrefix(resp.Header.Get("X-Agentry-Run-Id"), "run_") ||
+			!strings.HasPrefix(resp.Header.Get("X-Agentry-Response-Id"), "resp_") {
+			t.Fatalf("%s: id headers %v", tc.agent, resp.Header)
 		}
 		calls := g.Fake.Calls()
 		if len(calls) != n+1 || !calls[n].Stream || calls[n].Format != tc.format {
 			t.Fatalf("%s: provider call %+v", tc.agent, calls[len(calls)-1])
 		}
+	}
+	// ?meta=true adds the named done frame with the same ids.
+	resp := postStreamPath(t, g, "/api/v1/chat/stream?meta=true", map[string]any{"agent_id": "gpt", "text": "tell a story"})
+	text, events, done := readSSE(t, resp.Body)
+	resp.Body.Close()
+	var ids map[string]string
+	if !done || text != "once upon\na time" || len(events["done"]) != 1 || json.Unmarshal([]byte(events["done"][0]), &ids) != nil {
+		t.Fatalf("meta: done=%v text=%q events=%v", done, text, events)
+	}
+	if ids["response_id"] != resp.Header.Get("X-Agentry-Response-Id") || ids["session_id"] != resp.Header.Get("X-Agentry-Session-Id") ||
+		ids["run_id"] != resp.Header.Get("X-Agentry-Run-Id") {
+		t.Fatalf("meta frame %v, headers %v", ids, resp.Header)
+	}
+	// The ids name the run that was recorded.
+	var runs int64
+	g.Store.DB.Table("agent_runs").Where("run_id = ? AND response_id = ? AND session_id = ?", ids["run_id"], ids["response_id"], ids["session_id"]).Count(&runs)
+	if runs != 1 {
+		t.Fatalf("no action-log row for %v", ids)
 	}
 }
 
@@ -100,10 +125,16 @@ func TestChatStreamFailureEndsWithErrorFrame(t *testing.T) {
 	g := startChatGateway(t, "")
 	g.Fake.Script(fakellm.Rule{Contains: "cut", Reply: "partial answer that never ends", CutAfterChunks: 1})
 	resp := postStream(t, g, map[string]any{"agent_id": "gpt", "text": "cut please"})
-	defer resp.Body.Close()
 	_, events, done := readSSE(t, resp.Body)
+	resp.Body.Close()
+	if !done || len(events["error"]) != 1 || strings.HasPrefix(events["error"][0], "{") || events["error"][0] == "" {
+		t.Fatalf("want a text error frame then [DONE]; done=%v events=%v", done, events)
+	}
+	resp = postStreamPath(t, g, "/api/v1/chat/stream?meta=true", map[string]any{"agent_id": "gpt", "text": "cut please"})
+	_, events, done = readSSE(t, resp.Body)
+	resp.Body.Close()
 	if !done || len(events["error"]) != 1 || !strings.Contains(events["error"][0], `"error"`) {
-		t.Fatalf("want an error frame then [DONE]; done=%v events=%v", done, events)
+		t.Fatalf("meta: want a JSON error frame then [DONE]; done=%v events=%v", done, events)
 	}
 }
 
@@ -113,6 +144,7 @@ func TestChatStreamClientDisconnectCancelsUpstream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL()+"/api/v1/chat/stream", strings.NewReader(`{"agent_id":"gpt","text":"a long one"}`))
 	req.Header.Set("Authorization", "Bearer "+gatewaytest.TestAPIKey)
+	started := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -123,17 +155,67 @@ func TestChatStreamClientDisconnectCancelsUpstream(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	// The run is recorded as failed once the gateway notices the disconnect.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		var failed int64
-		g.Store.DB.Table("agent_runs").Where("agent_id = ? AND status = ?", "gpt", "failed").Count(&failed)
-		if failed == 1 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	expectCancelledRun(t, g, "gpt", resp.Header.Get("X-Agentry-Session-Id"), started, 4*time.Second)
+}
+
+// TestChatClientDisconnectCancelsUpstream: a POST /chat caller that hangs
+// up before the answer cancels the provider call; the run and its ledger
+// row are recorded cancelled and nothing is added to the conversation
+// (issue 18 item 4).
+func TestChatClientDisconnectCancelsUpstream(t *testing.T) {
+	g := startChatGateway(t, "")
+	g.Fake.Script(fakellm.Rule{Contains: "slow", Reply: "too late", Delay: fakellm.Duration(5 * time.Second)})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL()+"/api/v1/chat", strings.NewReader(`{"agent_id":"gpt","text":"slow please","user_id":"leaver"}`))
+	req.Header.Set("Authorization", "Bearer "+gatewaytest.TestAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	started := time.Now()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the request answered %d before the provider did", resp.StatusCode)
 	}
-	t.Fatal("the run was not cancelled after the client disconnected")
+	expectCancelledRun(t, g, "gpt", "", started, 5*time.Second)
+}
+
+// expectCancelledRun waits for the agent's run to be recorded cancelled
+// before the provider's answer would have ended (upstream), and checks
+// its ledger row and that the session (sessionID when known) holds no
+// message.
+func expectCancelledRun(t *testing.T, g *gatewaytest.Gateway, agentID, sessionID string, started time.Time, upstream time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int64
+		g.Store.DB.Table("agent_runs").Where("agent_id = ? AND status = ?", agentID, "cancelled").Count(&n)
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			var st []string
+			g.Store.DB.Table("agent_runs").Where("agent_id = ?", agentID).Pluck("status", &st)
+			t.Fatalf("the run was not recorded cancelled after the client disconnected: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if took := time.Since(started); took >= upstream {
+		t.Fatalf("the run ended after %s: the provider call was not cancelled", took)
+	}
+	var run struct{ SessionID string }
+	g.Store.DB.Table("agent_runs").Where("agent_id = ? AND status = ?", agentID, "cancelled").Select("session_id").Scan(&run)
+	if sessionID != "" && run.SessionID != sessionID {
+		t.Fatalf("cancelled run in session %q, headers said %q", run.SessionID, sessionID)
+	}
+	sessionID = run.SessionID
+	rows := ledger(t, g, "agent_id="+agentID)
+	if len(rows) != 1 || rows[0].Outcome != "cancelled" || rows[0].InputTokens <= 0 || rows[0].CostMicros < 0 {
+		t.Fatalf("ledger rows %+v", rows)
+	}
+	var msgs int64
+	g.Store.DB.Table("chat_messages").Where("session_id = ?", sessionID).Count(&msgs)
+	if sessionID == "" || msgs != 0 {
+		t.Fatalf("session %q holds %d messages of an exchange nobody saw", sessionID, msgs)
+	}
 }
 
 func TestToolCallProducesFileAndSessionContinues(t *testing.T) {
@@ -388,8 +470,13 @@ func TestEveryRouteNeedsAuth(t *testing.T) {
 
 func postStream(t *testing.T, g *gatewaytest.Gateway, body any) *http.Response {
 	t.Helper()
+	return postStreamPath(t, g, "/api/v1/chat/stream", body)
+}
+
+func postStreamPath(t *testing.T, g *gatewaytest.Gateway, path string, body any) *http.Response {
+	t.Helper()
 	data, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", g.URL()+"/api/v1/chat/stream", strings.NewReader(string(data)))
+	req, _ := http.NewRequest("POST", g.URL()+path, strings.NewReader(string(data)))
 	req.Header.Set("Authorization", "Bearer "+gatewaytest.TestAPIKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

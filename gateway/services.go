@@ -16,6 +16,7 @@ import (
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/events"
+	"github.com/agentryhq/agentry/internal/hangup"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
@@ -230,7 +231,7 @@ func SSRFPolicy(cfg *config.Config) netguard.Policy {
 func (s *Services) Features() []api.Feature {
 	fs := []api.Feature{
 		&api.AgentsFeature{Agents: s.Agents},
-		&api.ChatFeature{Chat: s.Chat},
+		&api.ChatFeature{Chat: s.Chat, Hangups: hangup.New(0)},
 		&api.ConfigFeature{Config: s.gw.Config},
 		&api.CostsFeature{Costs: s.Costs},
 		&api.ReconciliationFeature{Runner: s.Reconciler, Store: s.gw.Store, Logger: s.log},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/agentryhq/agentry/internal/audit"
@@ -39,6 +40,12 @@ func (g *Gateway) startTelemetry(ctx context.Context, version string) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", telemetry.Handler())
+		if cfg.Telemetry.Metrics.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		g.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go g.metricsSrv.Serve(ln)
 		g.log.Info("metrics listening", "addr", "http://"+ln.Addr().String()+"/metrics")

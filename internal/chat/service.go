@@ -59,6 +59,26 @@ type Request struct {
 	// Interactive marks surfaces a person waits on (confirmation applies).
 	Interactive bool
 	ConfirmCost bool
+	// RunID and ResponseID, when set, are the ids the run gets (NewRunIDs);
+	// the stream handler assigns them first to send them as headers.
+	RunID      string
+	ResponseID string
+}
+
+// NewRunIDs returns a fresh run id and response id.
+func NewRunIDs() (runID, responseID string) { return "run_" + compactUUID(), "resp_" + compactUUID() }
+
+// SessionOf is the session a prepared request runs in: the one it names, or
+// the server-issued id of its caller, agent and user.
+func SessionOf(ctx context.Context, req *Request) string {
+	if req.SessionID != "" {
+		return req.SessionID
+	}
+	prefix := "http-"
+	if req.Source == llm.SourceWebhook {
+		prefix = "webhook-" + req.AgentID + "-"
+	}
+	return SessionIDFor(prefix, subjectOf(ctx), req.AgentID, req.UserID)
 }
 
 // Reply is the answer of a run.
@@ -139,21 +159,17 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		return nil, err
 	}
 	subject := subjectOf(ctx)
-	sessionID := req.SessionID
-	if sessionID == "" {
-		prefix := "http-"
-		if req.Source == llm.SourceWebhook {
-			prefix = "webhook-" + def.ID + "-"
-		}
-		sessionID = SessionIDFor(prefix, subject, def.ID, req.UserID)
-	}
+	sessionID := SessionOf(ctx, &req)
 	unlock := s.lockSession(sessionID)
 	defer unlock()
 	history, err := s.history(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	runID, responseID := "run_"+compactUUID(), "resp_"+compactUUID()
+	runID, responseID := req.RunID, req.ResponseID
+	if runID == "" || responseID == "" {
+		runID, responseID = NewRunIDs()
+	}
 	started := time.Now().UTC()
 	ex := &inProcess{ctx: ctx, svc: s, def: def, set: set, onDelta: onDelta,
 		workDir: filepath.Join(s.Config.Workspace.SessionsDir(), sessionID),
@@ -164,6 +180,12 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
 	})
 	finished := time.Now().UTC()
+	if runErr == nil && ctx.Err() != nil {
+		// The caller went away while the answer was produced: nobody saw
+		// it, so it is not part of the conversation (the ledger still
+		// records what the provider served).
+		runErr = ctx.Err()
+	}
 	var run *models.AgentRun
 	if s.Config.Runtime.ActionLog.Enabled {
 		run = &models.AgentRun{RunID: runID, ResponseID: responseID, AgentID: def.ID, SessionID: sessionID, Subject: subject,
@@ -174,6 +196,9 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		}
 		if runErr != nil {
 			run.Status, run.Error = "failed", runErr.Error()
+			if errors.Is(runErr, context.Canceled) {
+				run.Status = "cancelled"
+			}
 		}
 	}
 	// The conversation is kept only when the run succeeded; the action log

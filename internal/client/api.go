@@ -172,7 +172,7 @@ func (c *Client) ChatStream(ctx context.Context, req ChatRequest, onDelta func(s
 	var done RunReply
 	var streamErr error
 	finished := false
-	err := c.Stream(ctx, http.MethodPost, "/chat/stream", req, func(ev Event) error {
+	err := c.Stream(ctx, http.MethodPost, "/chat/stream?meta=true", req, func(ev Event) error {
 		switch ev.Name {
 		case "error":
 			var env struct {

@@ -299,6 +299,9 @@ type MetricsConfig struct {
 	// Listen is an extra address (host:port) serving only /metrics, without
 	// authentication (bind it where only the scraper reaches it).
 	Listen string `yaml:"listen,omitempty" env:"LISTEN"`
+	// Pprof also serves Go's profiler (/debug/pprof/) on the Listen address,
+	// to profile a gateway under load. Off by default.
+	Pprof bool `yaml:"pprof,omitempty" env:"PPROF"`
 }
 
 // HookConfig is one signed outbound event hook.
