@@ -14,9 +14,11 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
+	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -34,6 +36,17 @@ type ScheduledActivities struct {
 	Channels *delivery.Channels
 	// Retry is runtime.delivery, copied into the messages it creates.
 	Retry workflows.DeliveryRetry
+
+	// What a firing run turn by turn needs (see firing.go).
+	Config  *config.Loaded
+	Router  *llm.Router
+	Toolbox *agent.Toolbox
+	Log     *runlog.Log
+	// ArtifactsDir holds each firing's work directory; Workspace is the
+	// ledger attribution.
+	ArtifactsDir, Workspace string
+	// HeartbeatInterval overrides DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
 }
 
 // ScheduledSubject is the ledger subject of a scheduled agent's calls.

@@ -237,6 +237,9 @@ func LLMStepError(ctx context.Context, err error) error {
 		return temporal.NewApplicationErrorWithOptions(err.Error(), workflows.ErrTypeCostThrottled,
 			temporal.ApplicationErrorOptions{NextRetryDelay: min(rej.RetryAfter, llm.MaxRetryAfter)})
 	}
+	if rej != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeCostRejected, nil, rej.Code)
+	}
 	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeLLMRejected, nil)
 }
 
@@ -361,10 +364,15 @@ func (a *TaskRunActivities) notify() {
 // timeout) and delivers cancellation to the call. Outside an activity (unit
 // tests) it does nothing.
 func (a *TaskRunActivities) heartbeat(ctx context.Context) (stop func()) {
+	return heartbeat(ctx, a.HeartbeatInterval)
+}
+
+// heartbeat records an activity heartbeat every interval (0:
+// DefaultHeartbeatInterval) until stop is called.
+func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
-	every := a.HeartbeatInterval
 	if every <= 0 {
 		every = DefaultHeartbeatInterval
 	}

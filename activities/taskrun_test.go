@@ -264,8 +264,9 @@ func TestLLMTurnRetriesThrottledCallsAfterRetryAfter(t *testing.T) {
 		t.Fatalf("throttled: %v", err)
 	}
 	router.SetGate(throttlingGate{code: costs.CodeBudgetExceeded})
-	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeLLMRejected || !app.NonRetryable() {
-		t.Fatalf("budget: %v", err)
+	var code string
+	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeCostRejected || !app.NonRetryable() || app.Details(&code) != nil || code != costs.CodeBudgetExceeded {
+		t.Fatalf("budget: %v (code %q)", err, code)
 	}
 }
 

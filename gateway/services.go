@@ -144,7 +144,8 @@ func (s *Services) addDelivery(bg context.Context) error {
 	s.Deliveries = &delivery.Service{Temporal: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Store: g.Store, Channels: s.Channels, Retry: retry}
 	s.worker.AddActivities(
 		&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels, Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log},
-		&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Channels: s.Channels, Retry: retry})
+		&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Channels: s.Channels, Retry: retry,
+			Config: cfg, Router: s.Router, Toolbox: s.Toolbox, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
 	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
 	s.Agents.OnChange(s.Schedules.Notify)
 	go s.Schedules.Run(bg)

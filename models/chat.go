@@ -158,6 +158,20 @@ func appendMessages(tx *gorm.DB, sessionID string, msgs []ChatMessage) error {
 	return tx.Create(&msgs).Error
 }
 
+// AgentRunByID returns the action-log row with run id runID (ErrNotFound
+// if none).
+func (s *Store) AgentRunByID(ctx context.Context, runID string) (*AgentRun, error) {
+	var r AgentRun
+	err := s.DB.WithContext(ctx).Take(&r, "run_id = ?", runID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	return &r, nil
+}
+
 // FindRun returns the action-log row of a response.
 func (s *Store) FindRun(ctx context.Context, agentID, sessionID, runID, responseID string) (*AgentRun, error) {
 	var r AgentRun

@@ -421,9 +421,16 @@ func (s *Store) FinishScheduleRun(ctx context.Context, r ScheduleRun) error {
 		r.StartedAt = now
 	}
 	r.FinishedAt = &now
+	set := map[string]any{"status": r.Status, "error": r.Error, "finished_at": now}
+	// Fields the caller knows; empty ones keep what the record has.
+	for col, v := range map[string]string{"code": r.Code, "session_id": r.SessionID, "run_id": r.RunID, "delivery_id": r.DeliveryID} {
+		if v != "" {
+			set[col] = v
+		}
+	}
 	err := s.DB.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "workflow_id"}},
-		DoUpdates: clause.Assignments(map[string]any{"status": r.Status, "error": r.Error, "finished_at": now}),
+		DoUpdates: clause.Assignments(set),
 	}).Create(&r).Error
 	if err != nil {
 		return fmt.Errorf("record firing %s: %w", r.WorkflowID, err)

@@ -84,6 +84,20 @@ func (s *Store) RunMessageAt(ctx context.Context, runKey string, seq int) (*RunM
 	return &row, nil
 }
 
+// LastRunMessage returns the run's message with the highest position
+// (ErrNotFound when the run has none).
+func (s *Store) LastRunMessage(ctx context.Context, runKey string) (*RunMessage, error) {
+	var row RunMessage
+	err := s.DB.WithContext(ctx).Where("run_key = ?", runKey).Order("seq DESC").Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load the last message of run %s: %w", runKey, err)
+	}
+	return &row, nil
+}
+
 // PutRunSnapshot stores a snapshot; storing the same hash again is a no-op.
 func (s *Store) PutRunSnapshot(ctx context.Context, sha, body string) error {
 	err := s.DB.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -34,10 +35,25 @@ func ScheduledAgent(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledAge
 			WorkflowID: wid, AgentID: in.AgentID, Trigger: in.Trigger, Status: status, Error: msg}).Get(ctx, nil)
 	}
 	var run ScheduledRunResult
-	if err := workflow.ExecuteActivity(runCtx, ActivityScheduledAgentRun, in).Get(ctx, &run); err != nil {
-		msg := "the agent run did not finish: " + err.Error()
-		record(models.ScheduleRunFailed, msg)
-		return &ScheduledAgentResult{Status: models.ScheduleRunFailed, Error: msg}, temporal.NewNonRetryableApplicationError(msg, ErrTypeScheduledRunFailed, nil)
+	if workflow.GetVersion(ctx, firingPerTurnChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// Firings started before the run engine: the whole run in one
+		// activity.
+		if err := workflow.ExecuteActivity(runCtx, ActivityScheduledAgentRun, in).Get(ctx, &run); err != nil {
+			msg := "the agent run did not finish: " + err.Error()
+			record(models.ScheduleRunFailed, msg)
+			return &ScheduledAgentResult{Status: models.ScheduleRunFailed, Error: msg}, temporal.NewNonRetryableApplicationError(msg, ErrTypeScheduledRunFailed, nil)
+		}
+	} else {
+		r, err := runFiring(ctx, in)
+		if next := (*workflow.ContinueAsNewError)(nil); errors.As(err, &next) {
+			return nil, err
+		}
+		if err != nil {
+			msg := "the agent run did not finish: " + err.Error()
+			record(models.ScheduleRunFailed, msg)
+			return &ScheduledAgentResult{Status: models.ScheduleRunFailed, Error: msg}, temporal.NewNonRetryableApplicationError(msg, ErrTypeScheduledRunFailed, nil)
+		}
+		run = *r
 	}
 	res := &ScheduledAgentResult{Status: run.Status, Error: run.Error}
 	switch {
@@ -65,4 +81,71 @@ func ScheduledAgent(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledAge
 		return res, temporal.NewNonRetryableApplicationError(m, ErrTypeScheduledRunFailed, nil)
 	}
 	return res, nil
+}
+
+// firingPerTurnChange is the GetVersion id of running a firing turn by turn
+// on the agent-run core (version 1) instead of in one activity.
+const firingPerTurnChange = "firing-per-turn"
+
+// firingActivityOptions bounds the prepare and finish steps of a firing.
+var firingActivityOptions = workflow.ActivityOptions{
+	StartToCloseTimeout:    30 * time.Second,
+	ScheduleToCloseTimeout: 10 * time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
+		NonRetryableErrorTypes: []string{ErrTypeRunLog}},
+}
+
+// runFiring drives a firing's agent run on the agent-run core: prepare
+// (record, checks, snapshot), each LLM turn and tool call as its own
+// activity with call ids derived from the firing's workflow id (which holds
+// the schedule's action time), then finish (outcome, session, the reply's
+// delivery). A crash mid-run resumes at the step it was in. It returns a
+// ContinueAsNewError when the history grew long.
+func runFiring(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledRunResult, error) {
+	stepCtx := workflow.WithActivityOptions(ctx, firingActivityOptions)
+	prep := in.Prepared
+	if prep == nil {
+		prep = new(ScheduledPrepared)
+		if err := workflow.ExecuteActivity(stepCtx, ActivityScheduledAgentPrepare, in).Get(ctx, prep); err != nil {
+			return nil, stepError(err)
+		}
+		if prep.Status == models.ScheduleRunSkipped {
+			return &ScheduledRunResult{Status: prep.Status, Error: prep.Error}, nil
+		}
+	}
+	if in.Deadline.IsZero() {
+		in.Deadline = workflow.Now(ctx).Add(ScheduledRunTimeout)
+	}
+	run := &agentRun{ref: prep.Run, outline: prep.Agent, llmStep: ActivityScheduledLLMTurn, toolStep: ActivityScheduledTool,
+		llmOpts: llmActivityOptions, toolOpts: toolActivityOptions}
+	res := run.runUntil(ctx, in.Continuation, in.Deadline)
+	if res.next != nil && ctx.Err() == nil {
+		next := in
+		next.Prepared, next.Continuation = prep, res.next
+		return nil, workflow.NewContinueAsNewError(ctx, ScheduledAgentWorkflowName, next)
+	}
+	fin := ScheduledFinishInput{Run: prep.Run, Trigger: in.Trigger, SessionID: prep.SessionID, Status: models.ScheduleRunSucceeded}
+	if res.out != nil {
+		fin.Turns, fin.Usage = res.out.Turns, res.out.Usage
+	}
+	var app *temporal.ApplicationError
+	switch {
+	case res.timedOut:
+		fin.Status, fin.Error = models.ScheduleRunFailed, "the run exceeded its time limit of "+ScheduledRunTimeout.String()
+	case errors.As(res.err, &app) && app.Type() == ErrTypeCostRejected && fin.Turns == 0:
+		// Refused before anything was paid: the firing is skipped, as
+		// when admission refuses a synchronous run.
+		fin.Status, fin.Error = models.ScheduleRunSkipped, "cost admission refused the run: "+app.Message()
+		if app.HasDetails() {
+			_ = app.Details(&fin.Code)
+		}
+	case res.err != nil:
+		fin.Status, fin.Error = models.ScheduleRunFailed, res.err.Error()
+	}
+	var out ScheduledRunResult
+	finishCtx, _ := workflow.NewDisconnectedContext(stepCtx)
+	if err := workflow.ExecuteActivity(finishCtx, ActivityScheduledAgentFinish, fin).Get(finishCtx, &out); err != nil {
+		return nil, stepError(err)
+	}
+	return &out, nil
 }

@@ -3,6 +3,9 @@ package workflows
 import (
 	"fmt"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/llm"
 )
 
 // The ScheduledAgent workflow's contract (the workflow is in
@@ -46,6 +49,36 @@ type ScheduledAgentInput struct {
 	AgentID    string `json:"agent_id"`
 	ScheduleID string `json:"schedule_id"`
 	Trigger    string `json:"trigger"`
+	// Prepared is the firing's resolved run (since version 2), carried
+	// across continue-as-new with the deadline and the checkpoint.
+	Prepared     *ScheduledPrepared `json:"prepared,omitempty"`
+	Deadline     time.Time          `json:"deadline,omitempty"`
+	Continuation *agent.Checkpoint  `json:"continuation,omitempty"`
+}
+
+// ScheduledPrepared is what ActivityScheduledAgentPrepare hands the
+// workflow: either a skip (Status skipped, with the reason) or the run to
+// drive on the agent-run core.
+type ScheduledPrepared struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// Run names the firing's run: workflow id, attempt 1, the snapshot.
+	Run RunRef `json:"run"`
+	// Agent is the outline of the resolved agent (agent.Input.Outline).
+	Agent     agent.Input `json:"agent"`
+	SessionID string      `json:"session_id,omitempty"`
+}
+
+// ScheduledFinishInput is how a firing's run ended.
+type ScheduledFinishInput struct {
+	Run       RunRef    `json:"run"`
+	Trigger   string    `json:"trigger"`
+	SessionID string    `json:"session_id"`
+	Status    string    `json:"status"`
+	Error     string    `json:"error,omitempty"`
+	Code      string    `json:"code,omitempty"`
+	Turns     int       `json:"turns"`
+	Usage     llm.Usage `json:"usage"`
 }
 
 // ScheduledAgentResult is the outcome of one firing.
@@ -61,6 +94,21 @@ const (
 	// ActivityScheduledAgentRun runs the agent once; input
 	// ScheduledAgentInput, result ScheduledRunResult.
 	ActivityScheduledAgentRun = "ScheduledAgentRun"
+	// ActivityScheduledAgentPrepare records the firing, checks the agent and
+	// its output channel and stores the run's snapshot; input
+	// ScheduledAgentInput, result ScheduledPrepared. Since version 2 the
+	// firing runs turn by turn on the agent-run core instead of
+	// ActivityScheduledAgentRun.
+	ActivityScheduledAgentPrepare = "ScheduledAgentPrepare"
+	// ActivityScheduledLLMTurn and ActivityScheduledTool are the steps of a
+	// firing's run (LLMTurnInput / ToolInput, like a task run's).
+	ActivityScheduledLLMTurn = "ScheduledLLMTurn"
+	ActivityScheduledTool    = "ScheduledTool"
+	// ActivityScheduledAgentFinish stores the firing's outcome and its
+	// session, and creates the delivery of the reply (its id derived from
+	// the workflow id, so the same across retries); input
+	// ScheduledFinishInput, result ScheduledRunResult.
+	ActivityScheduledAgentFinish = "ScheduledAgentFinish"
 	// ActivityScheduledAgentRecord changes a firing's record; input
 	// ScheduledRecordInput.
 	ActivityScheduledAgentRecord = "ScheduledAgentRecord"

@@ -32,6 +32,9 @@ func newScheduledEnv(t *testing.T, run func() (*workflows.ScheduledRunResult, er
 	s.env.RegisterWorkflowWithOptions(workflows.ScheduledAgent, workflow.RegisterOptions{Name: workflows.ScheduledAgentWorkflowName})
 	s.env.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowName})
 	s.env.RegisterActivity(s.acts)
+	// These tests cover firings started before the run engine (one
+	// activity); firing_test.go covers the turn-by-turn ones.
+	s.env.OnGetVersion("firing-per-turn", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	s.env.OnActivity(s.acts.ScheduledAgentRun, mock.Anything, mock.Anything).Return(func(context.Context, workflows.ScheduledAgentInput) (*workflows.ScheduledRunResult, error) {
 		return run()
 	})

@@ -112,6 +112,10 @@ const (
 	// ErrTypeLLMRejected is a call that cannot succeed by repeating it
 	// (4xx, admission rejected by cost governance, unknown provider).
 	ErrTypeLLMRejected = "LLMCallRejected"
+	// ErrTypeCostRejected is a cost-governance refusal that time alone does
+	// not clear (a hard budget, a quota, a policy); the rejection's code is
+	// the error's detail.
+	ErrTypeCostRejected = "CostRejected"
 	// ErrTypeCostThrottled is a cost-governance rejection that passes with
 	// time (rate limit, token quota window, provider TPM, breaker): retried
 	// after the Retry-After governance gave.

@@ -23,7 +23,7 @@ const DefaultTaskQueue = "agentry"
 // meaning of a field changes (adding an optional field does not need it).
 const (
 	TaskRunInputVersion        = 2
-	ScheduledAgentInputVersion = 1
+	ScheduledAgentInputVersion = 2
 	DeliveryInputVersion       = 1
 	ReconcileInputVersion      = 1
 )

@@ -102,6 +102,19 @@ func (l *Log) At(ctx context.Context, key string, seq int) (llm.Message, error) 
 	return l.decode(row)
 }
 
+// Last returns the newest message of run key: the final reply once the run
+// has ended.
+func (l *Log) Last(ctx context.Context, key string) (llm.Message, error) {
+	row, err := l.Store.LastRunMessage(ctx, key)
+	if errors.Is(err, models.ErrNotFound) {
+		return llm.Message{}, fmt.Errorf("%w: run %s has no messages", ErrOutOfStep, key)
+	}
+	if err != nil {
+		return llm.Message{}, err
+	}
+	return l.decode(row)
+}
+
 func (l *Log) decode(row *models.RunMessage) (llm.Message, error) {
 	body := []byte(row.Body)
 	if row.BlobSHA256 != "" {
