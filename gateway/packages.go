@@ -15,18 +15,6 @@ import (
 // missing-requirements check.
 func (s *Services) packageService() *agentpkg.Service {
 	cfg := s.gw.Config
-	dirEntries := func(dirs ...string) func() []string {
-		return func() []string {
-			var out []string
-			for _, d := range dirs {
-				entries, _ := os.ReadDir(d)
-				for _, e := range entries {
-					out = append(out, e.Name())
-				}
-			}
-			return out
-		}
-	}
 	return &agentpkg.Service{
 		Files:     s.AgentFiles,
 		CreatedBy: "agentry gateway",
@@ -35,7 +23,7 @@ func (s *Services) packageService() *agentpkg.Service {
 			Channels: func() []string {
 				return append([]string{"http", "webhook"}, slices.Sorted(maps.Keys(cfg.Channels.Extra))...)
 			},
-			Skills: dirEntries(append([]string{cfg.Workspace.SkillsDir()}, cfg.SkillDirs...)...),
+			Skills: s.Skills.Names,
 			MCPServers: func() []string {
 				if servers, ok := cfg.MCP["servers"].(map[string]any); ok {
 					return slices.Sorted(maps.Keys(servers))

@@ -25,6 +25,7 @@ import (
 	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/secrets"
+	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/models"
@@ -71,6 +72,10 @@ type Services struct {
 	Reconciler *reconcile.Scheduler
 	// MCP holds the MCP servers (config.yaml mcp: and PUT /mcp/own/{id}).
 	MCP *mcp.Registry
+	// Skills are the skill folders (workspace skills/ and skill_dirs);
+	// SkillInstaller reviews and installs new ones.
+	Skills         *skills.Registry
+	SkillInstaller *skills.Installer
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -103,6 +108,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	}
 	s.Toolbox.OutputCap = cfg.Runtime.ToolOutputCap
 	s.RunLog = &runlog.Log{Store: g.Store, BlobDir: cfg.Workspace.BlobsDir()}
+	s.addSkills()
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
 	s.Events = events.New(g.Store, log)
 	if s.Costs, err = NewCosts(ctx, g, s.Agents, s.Events, log); err != nil {
@@ -188,6 +194,20 @@ func (s *Services) addMCP(ctx context.Context) error {
 	return nil
 }
 
+// addSkills loads the skills (workspace skills/ first, then skill_dirs)
+// and lets the toolbox offer and run their tools.
+func (s *Services) addSkills() {
+	cfg := s.gw.Config
+	s.Skills = skills.NewRegistry(append([]string{cfg.Workspace.SkillsDir()}, cfg.SkillDirs...), s.log)
+	s.Skills.Runner = skills.Runner{Timeout: s.Toolbox.Timeout}
+	s.SkillInstaller = &skills.Installer{Registry: s.Skills, Dest: cfg.Workspace.SkillsDir(),
+		DryRunner: skills.Runner{Timeout: SkillDryRunTimeout}, SSRF: SSRFPolicy(&cfg.Config)}
+	s.Toolbox.Skills = s.Skills
+}
+
+// SkillDryRunTimeout bounds each tool's sandboxed run during a review.
+var SkillDryRunTimeout = 10 * time.Second
+
 // addWorkboard wires the event stream, task runs and the TaskRun worker
 // registration.
 func (s *Services) addWorkboard() {
@@ -255,6 +275,7 @@ func (s *Services) adminFeatures() []api.Feature {
 		&api.MemoryFeature{Store: s.gw.Store},
 		&api.SecretsFeature{Secrets: s.Secrets},
 		&api.MCPFeature{Registry: s.MCP},
+		&api.SkillsFeature{Registry: s.Skills, Installer: s.SkillInstaller},
 		&api.DiagnosticsFeature{Router: s.Router},
 		&api.AgentPackagesFeature{Packages: s.packageService()},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/agentryhq/agentry/internal/mcp"
+	"github.com/agentryhq/agentry/internal/skills"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentryhq/agentry/drivers"
@@ -96,11 +97,15 @@ func (d *Definition) DisplayName() string {
 }
 
 // ToolGrants are the tool names the agent may call: its builtins and, per
-// MCP server it opted into, the pattern mcp__<server>__*.
+// MCP server it opted into, the pattern mcp__<server>__*, per skill it
+// names, skill__<skill>__*.
 func (d *Definition) ToolGrants() []string {
 	out := append([]string(nil), d.Builtins...)
 	for _, id := range d.MCP {
 		out = append(out, mcp.Grant(id))
+	}
+	for _, name := range d.Skills {
+		out = append(out, skills.Grant(name))
 	}
 	return out
 }
@@ -243,6 +248,11 @@ func (d *Definition) validate() []FieldError {
 	for _, id := range d.MCP {
 		if id != "*" && !mcp.ValidID(id) {
 			bad("mcp", "%q is not an MCP server id (or * for all)", id)
+		}
+	}
+	for _, name := range d.Skills {
+		if !skills.ValidName(name) {
+			bad("skills", "%q is not a skill name (lower-case letters, digits and single hyphens)", name)
 		}
 	}
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {

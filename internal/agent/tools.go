@@ -22,6 +22,7 @@ import (
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
@@ -71,6 +72,8 @@ type Toolbox struct {
 	// 0 means DefaultToolOutputCap): a longer result is cut, with a note
 	// telling the model so. It never fails the call.
 	OutputCap int
+	// Skills runs skill tools and holds their instructions; nil: none.
+	Skills *skills.Registry
 }
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
@@ -80,7 +83,23 @@ func (t *Toolbox) Tools(def *Definition) []llm.Tool {
 	if t != nil && t.MCP != nil {
 		tools = append(tools, t.MCP.Tools(def.MCP)...)
 	}
+	if t != nil && t.Skills != nil {
+		tools = append(tools, t.Skills.Tools(def.Skills)...)
+	}
 	return tools
+}
+
+// SystemPrompt is the agent's system prompt followed by the instructions
+// of the skills it names (those that are loaded).
+func (t *Toolbox) SystemPrompt(def *Definition) string {
+	if t == nil || t.Skills == nil || len(def.Skills) == 0 {
+		return def.SystemPrompt
+	}
+	extra := t.Skills.Instructions(def.Skills)
+	if def.SystemPrompt == "" {
+		return strings.TrimLeft(extra, "\n")
+	}
+	return def.SystemPrompt + extra
 }
 
 // NewToolbox builds a toolbox with the runtime's SSRF policy.
@@ -127,7 +146,7 @@ func endToolSpan(span trace.Span, call llm.ToolCall, res ToolResult, err error) 
 // *mcp.TransportError: task runs retry it as an activity, chat shows it to
 // the model.
 func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string, call llm.ToolCall) (ToolResult, error) {
-	if !slices.Contains(allowed, call.Name) && !mcp.Granted(allowed, call.Name) {
+	if !slices.Contains(allowed, call.Name) && !mcp.Granted(allowed, call.Name) && !skillGranted(allowed, call.Name) {
 		return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
@@ -144,6 +163,13 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 			return ToolResult{}, err
 		}
 		return ToolResult{Content: CapOutput(res.Content, t.OutputCap), IsError: res.IsError}, nil
+	}
+	if strings.HasPrefix(call.Name, skills.ToolPrefix) {
+		if t.Skills == nil {
+			return ToolResult{Content: fmt.Sprintf("unknown tool %q", call.Name), IsError: true}, nil
+		}
+		res, err := t.Skills.Call(ctx, call.Name, call.Arguments)
+		return ToolResult{Content: CapOutput(res.Content, t.OutputCap), IsError: res.IsError}, err
 	}
 	var res ToolResult
 	var err error
@@ -170,6 +196,12 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 	}
 	res.Content = CapOutput(res.Content, t.OutputCap)
 	return res, nil
+}
+
+// skillGranted: the agent names the skill of a skill__<skill>__<tool> call.
+func skillGranted(allowed []string, name string) bool {
+	skill, _, ok := skills.SplitToolName(name)
+	return ok && slices.Contains(allowed, skills.Grant(skill))
 }
 
 // runDriverTool runs a driver's tool; a panic in driver code becomes a

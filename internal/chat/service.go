@@ -176,7 +176,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		meta: llm.CallMeta{Subject: subject, Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
 			Source: req.Source, Trigger: "api", DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
 	out, runErr := agent.Run(ex, agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, History: history, UserText: req.Text,
+		Provider: set.Provider, Model: set.Model, SystemPrompt: s.Toolbox.SystemPrompt(def), History: history, UserText: req.Text,
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
 	})
 	finished := time.Now().UTC()

@@ -105,7 +105,7 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	// The agent as resolved now is the run's snapshot, stored by content
 	// hash: a later change of the agent file never changes this run.
 	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, UserText: TaskPrompt(task),
+		Provider: set.Provider, Model: set.Model, SystemPrompt: r.Toolbox.SystemPrompt(def), UserText: TaskPrompt(task),
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
 		MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
 	}}

@@ -1,0 +1,400 @@
+package skills
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentryhq/agentry/internal/netguard"
+)
+
+// Source kinds of an install.
+const (
+	SourceDir  = "dir"
+	SourceGit  = "git"
+	SourceSlug = "slug"
+)
+
+// InvalidError: the install request itself is wrong (400).
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+// PolicyError: the source is not allowed for this caller (403).
+type PolicyError struct{ Msg string }
+
+func (e *PolicyError) Error() string { return e.Msg }
+
+// FetchError: the git source could not be fetched (502).
+type FetchError struct {
+	Source string
+	Msg    string
+}
+
+func (e *FetchError) Error() string { return fmt.Sprintf("fetch %s: %s", e.Source, e.Msg) }
+
+// ConsentError: the install needs (new) consent (409); the plan says what
+// to consent to.
+type ConsentError struct {
+	Code string // "changed" or "danger_consent_required"
+	Msg  string
+	Plan *Plan
+}
+
+func (e *ConsentError) Error() string { return e.Msg }
+
+// InstallRequest asks to review (Digest empty) or install a skill.
+type InstallRequest struct {
+	// Source is an absolute folder on the gateway host, a git URL
+	// (https://..., optionally #sub/folder) or a slug owner/repo[/folder]
+	// (GitHub).
+	Source string `json:"source"`
+	// Digest is the consent: install only if the fetched content still has
+	// exactly this digest (from the review).
+	Digest string `json:"digest,omitempty"`
+	// AcceptDanger is the separate consent a danger verdict needs; the
+	// client sends it only after an interactive yes.
+	AcceptDanger bool `json:"accept_danger,omitempty"`
+}
+
+// DryRun is one tool's sandboxed run during the review.
+type DryRun struct {
+	Tool string `json:"tool"`
+	Outcome
+	// Skipped says why the tool was not run.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Plan is the review of a source: what would be installed and what the
+// scan and the dry run saw.
+type Plan struct {
+	Name        string     `json:"name"`
+	Description string     `json:"description"`
+	Version     string     `json:"version,omitempty"`
+	Source      string     `json:"source"`
+	SourceKind  string     `json:"source_kind"`
+	Digest      string     `json:"digest"`
+	Tools       []Tool     `json:"tools"`
+	Scan        ScanReport `json:"scan"`
+	DryRun      []DryRun   `json:"dry_run"`
+	// Verdict is the scan's verdict: danger always needs an interactive yes.
+	Verdict string `json:"verdict"`
+	// Replaces is the digest of the installed skill of the same name.
+	Replaces  string  `json:"replaces,omitempty"`
+	Installed bool    `json:"installed"`
+	Dir       string  `json:"dir,omitempty"`
+	Rescan    *Report `json:"rescan,omitempty"`
+}
+
+// Installer reviews and installs skills into Dest (the workspace's
+// skills/ folder) and rescans the registry after an install.
+type Installer struct {
+	Registry *Registry
+	Dest     string
+	// DryRunner runs each tool once during the review (network isolated
+	// where user namespaces exist).
+	DryRunner Runner
+	// SSRF is the policy git hosts must pass.
+	SSRF       netguard.Policy
+	GitTimeout time.Duration
+
+	mu sync.Mutex // one install at a time
+}
+
+var slugRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
+
+// source is a resolved install source.
+type source struct {
+	kind, dir, gitURL, sub string
+}
+
+// resolve reads the source text. localOK: the caller is on the gateway
+// host (loopback), the only caller a host folder or file:// URL is for.
+func (in *Installer) resolve(raw string, localOK bool) (source, error) {
+	raw = strings.TrimSpace(raw)
+	switch {
+	case raw == "":
+		return source{}, &InvalidError{Msg: "source is required (a folder, a git URL or owner/repo)"}
+	case strings.HasPrefix(raw, "/"):
+		if !localOK {
+			return source{}, &PolicyError{Msg: "a local skill folder is refused for a remote client; install from a git URL or slug"}
+		}
+		return source{kind: SourceDir, dir: filepath.Clean(raw)}, nil
+	case strings.HasPrefix(raw, ".") || strings.HasPrefix(raw, "~"):
+		return source{}, &InvalidError{Msg: fmt.Sprintf("source %q: a folder must be an absolute path", raw)}
+	case strings.Contains(raw, "://"):
+		u, frag, _ := strings.Cut(raw, "#")
+		parsed, err := url.Parse(u)
+		if err != nil || parsed.Host == "" && parsed.Scheme != "file" {
+			return source{}, &InvalidError{Msg: fmt.Sprintf("source %q is not a URL", raw)}
+		}
+		switch parsed.Scheme {
+		case "https":
+		case "file":
+			if !localOK {
+				return source{}, &PolicyError{Msg: "file:// sources are for clients on the gateway host only"}
+			}
+		default:
+			return source{}, &InvalidError{Msg: fmt.Sprintf("source %q: git sources must be https:// URLs", raw)}
+		}
+		if parsed.User != nil {
+			return source{}, &InvalidError{Msg: "source URL must not carry credentials"}
+		}
+		return source{kind: SourceGit, gitURL: u, sub: frag}, nil
+	case slugRe.MatchString(raw):
+		parts := strings.SplitN(raw, "/", 3)
+		s := source{kind: SourceSlug, gitURL: "https://github.com/" + parts[0] + "/" + strings.TrimSuffix(parts[1], ".git") + ".git"}
+		if len(parts) == 3 {
+			s.sub = parts[2]
+		}
+		return s, nil
+	}
+	return source{}, &InvalidError{Msg: fmt.Sprintf("source %q is not an absolute folder, an https:// git URL or owner/repo", raw)}
+}
+
+// Install reviews the source and, when req.Digest is set, installs it.
+func (in *Installer) Install(ctx context.Context, req InstallRequest, localOK bool) (*Plan, error) {
+	src, err := in.resolve(req.Source, localOK)
+	if err != nil {
+		return nil, err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	dir, cleanup, err := in.fetch(ctx, src, req.Source)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	s, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	plan := &Plan{Name: s.Name, Description: s.Description, Version: s.Version, Source: req.Source, SourceKind: src.kind,
+		Digest: s.Digest, Tools: s.Tools, Scan: Scan(s.Dir), Dir: filepath.Join(in.Dest, s.Name)}
+	plan.Verdict = plan.Scan.Verdict
+	if old, err := in.Registry.Get(s.Name); err == nil {
+		plan.Replaces = old.Digest
+	}
+	plan.DryRun = in.dryRun(ctx, s, plan.Verdict)
+	if req.Digest == "" {
+		return plan, nil
+	}
+	if req.Digest != plan.Digest {
+		return nil, &ConsentError{Code: "changed", Msg: fmt.Sprintf("skill %s changed since it was reviewed (digest %s, consent was for %s); review it again", s.Name, plan.Digest, req.Digest), Plan: plan}
+	}
+	if plan.Verdict == VerdictDanger && !req.AcceptDanger {
+		return nil, &ConsentError{Code: "danger_consent_required", Msg: fmt.Sprintf("skill %s has a danger verdict: it needs an interactive yes", s.Name), Plan: plan}
+	}
+	if err := in.place(s); err != nil {
+		return nil, err
+	}
+	rep := in.Registry.Rescan()
+	plan.Installed, plan.Rescan = true, &rep
+	return plan, nil
+}
+
+// dryRun runs every tool once with {} in a copy of the skill, without the
+// network where possible. A danger verdict is not run at all.
+func (in *Installer) dryRun(ctx context.Context, s *Skill, verdict string) []DryRun {
+	out := []DryRun{}
+	if len(s.Tools) == 0 {
+		return out
+	}
+	if verdict == VerdictDanger {
+		for _, t := range s.Tools {
+			out = append(out, DryRun{Tool: t.Name, Skipped: "not run: the static scan gave a danger verdict"})
+		}
+		return out
+	}
+	copyDir, err := os.MkdirTemp("", "agentry-skill-dry-")
+	if err != nil {
+		return append(out, DryRun{Tool: "*", Skipped: "cannot make a sandbox folder: " + err.Error()})
+	}
+	defer os.RemoveAll(copyDir)
+	if err := copyTree(s.Dir, copyDir); err != nil {
+		return append(out, DryRun{Tool: "*", Skipped: "cannot copy the skill: " + err.Error()})
+	}
+	for _, t := range s.Tools {
+		out = append(out, DryRun{Tool: t.Name, Outcome: in.DryRunner.Run(ctx, copyDir, t.Script, json.RawMessage("{}"), true)})
+	}
+	return out
+}
+
+// fetch makes the source's skill folder available; cleanup removes what
+// fetch made.
+func (in *Installer) fetch(ctx context.Context, src source, raw string) (string, func(), error) {
+	if src.kind == SourceDir {
+		fi, err := os.Stat(src.dir)
+		if err != nil || !fi.IsDir() {
+			return "", nil, &InvalidError{Msg: fmt.Sprintf("source %s is not a folder on the gateway host", src.dir)}
+		}
+		return src.dir, func() {}, nil
+	}
+	if err := in.checkHost(ctx, src.gitURL); err != nil {
+		return "", nil, &PolicyError{Msg: fmt.Sprintf("source %s: %v", raw, err)}
+	}
+	tmp, err := os.MkdirTemp("", "agentry-skill-git-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(tmp) }
+	timeout := in.GitTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	allow := "https"
+	if strings.HasPrefix(src.gitURL, "file://") {
+		allow = "file"
+	}
+	clone := filepath.Join(tmp, "repo")
+	cmd := exec.CommandContext(gctx, "git", "-c", "protocol.allow=never", "-c", "protocol."+allow+".allow=always",
+		"clone", "--depth", "1", "--no-recurse-submodules", "--quiet", "--", src.gitURL, clone)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + tmp, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		cleanup()
+		msg := strings.TrimSpace(string(out))
+		if gctx.Err() != nil {
+			msg = "timed out after " + timeout.String()
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", nil, &FetchError{Source: raw, Msg: clip(msg)}
+	}
+	dir := clone
+	if src.sub != "" {
+		sub := filepath.FromSlash(src.sub)
+		if !filepath.IsLocal(sub) {
+			cleanup()
+			return "", nil, &RefusedError{Dir: raw, Reason: fmt.Sprintf("folder %q leaves the repository", src.sub)}
+		}
+		dir = filepath.Join(clone, sub)
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil || !inside(clone, real) {
+			cleanup()
+			return "", nil, &RefusedError{Dir: raw, Reason: fmt.Sprintf("folder %q does not exist in the repository or leads outside it", src.sub)}
+		}
+	}
+	return dir, cleanup, nil
+}
+
+// checkHost applies the SSRF policy to an https git host (every address
+// it resolves to).
+func (in *Installer) checkHost(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" {
+		return nil // file:// (local callers only)
+	}
+	if _, err := in.SSRF.CheckURL(raw); err != nil {
+		return err
+	}
+	if !in.SSRF.Enabled || net.ParseIP(u.Hostname()) != nil {
+		return nil
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, u.Hostname())
+	if err != nil {
+		return fmt.Errorf("cannot resolve %s", u.Hostname())
+	}
+	for _, ip := range ips {
+		if _, err := in.SSRF.CheckURL("https://" + net.JoinHostPort(ip.IP.String(), "443")); err != nil {
+			return fmt.Errorf("%s: %w", u.Hostname(), err)
+		}
+	}
+	return nil
+}
+
+// place copies the skill into Dest/<name>, replacing an earlier copy
+// whole (a staging folder renamed into place).
+func (in *Installer) place(s *Skill) error {
+	if err := os.MkdirAll(in.Dest, 0o755); err != nil {
+		return err
+	}
+	stage := filepath.Join(in.Dest, ".install-"+randHex())
+	if err := copyTree(s.Dir, stage); err != nil {
+		os.RemoveAll(stage)
+		return fmt.Errorf("install skill %s: %w", s.Name, err)
+	}
+	final := filepath.Join(in.Dest, s.Name)
+	old := filepath.Join(in.Dest, ".old-"+randHex())
+	if _, err := os.Lstat(final); err == nil {
+		if err := os.Rename(final, old); err != nil {
+			os.RemoveAll(stage)
+			return fmt.Errorf("install skill %s: %w", s.Name, err)
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := os.Rename(stage, final); err != nil {
+		os.RemoveAll(stage)
+		return fmt.Errorf("install skill %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// copyTree copies files, folders and (inside-pointing, already checked)
+// symlinks, keeping modes; .git is left out.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir() && d.Name() == ".git" && rel != ".":
+			return filepath.SkipDir
+		case d.IsDir():
+			return os.MkdirAll(target, info.Mode().Perm()|0o700)
+		case info.Mode()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case info.Mode().IsRegular():
+			return copyFile(p, target, info.Mode().Perm())
+		}
+		return nil
+	})
+}
+
+func copyFile(src, dst string, mode fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func randHex() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
