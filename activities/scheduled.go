@@ -129,8 +129,15 @@ func (a *ScheduledActivities) run(ctx context.Context, in workflows.ScheduledAge
 	res.Delivery = &workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: out.Channel, To: out.To, Body: string(body), Source: delivery.SourceSchedule,
 		AgentID: def.ID, Retry: a.Retry.WithDefaults()}
 	res.Destination = delivery.DisplayURL(dest)
+	// The workflow input rides along as the record's outbox entry: should
+	// this activity die before the firing's record names the delivery, the
+	// delivery sweep starts it instead of leaving it pending for ever.
+	input, err := json.Marshal(res.Delivery)
+	if err != nil {
+		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: "encode the delivery: " + err.Error()}
+	}
 	d := &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceSchedule, AgentID: def.ID, Target: res.Destination,
-		WorkflowID: workflows.DeliveryWorkflowID(id)}
+		WorkflowID: workflows.DeliveryWorkflowID(id), StartInput: string(input)}
 	if err := a.Store.CreateDelivery(context.WithoutCancel(ctx), d); err != nil {
 		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error()}
 	}

@@ -20,7 +20,9 @@ import (
 
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
+	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/models"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // ---------------------------------------------------------------------------
@@ -764,4 +766,64 @@ func BenchmarkChannelDelivery(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
+}
+
+// A kill between recording a delivery and starting its workflow left the
+// delivery pending for ever (issue 18 item 5). The record carries the
+// workflow's input (its outbox entry) until the workflow has started; the
+// next start sweeps such records and starts their workflows, idempotently:
+// a delivery whose workflow did start is not sent twice.
+func TestDeliveryRecordedBeforeACrashIsSentAfterRestart(t *testing.T) {
+	rcv := newSigReceiver(t, "s3cret")
+	ws := t.TempDir()
+	opts := gatewaytest.Options{Workspace: ws, Config: deliveryConfig(rcv.URL(), "s3cret", "")}
+	g := gatewaytest.Start(t, opts)
+
+	// One sent normally, then made to look unstarted again (as if the
+	// process died after starting its workflow but before noting it).
+	r := g.Do("POST", "/api/v1/channels/webhook/send", map[string]any{"text": "sent before the crash"})
+	if r.Status != 202 {
+		t.Fatalf("send: %d %s", r.Status, r.Raw)
+	}
+	sent := r.JSON["delivery_id"].(string)
+	waitUntil(t, 30*time.Second, "the first delivery", func() bool { _, acc, _, _, _ := rcv.snapshot(); return acc[sent] == 1 })
+	var rec models.Delivery
+	if err := g.Store.DB.First(&rec, "id = ?", sent).Error; err != nil || rec.StartInput != "" {
+		t.Fatalf("a started delivery keeps its outbox entry: %v %q", err, rec.StartInput)
+	}
+
+	// The orphan: recorded as Enqueue records it, its workflow never started.
+	orphan := delivery.NewID()
+	body, _ := json.Marshal(delivery.ChannelMessage{DeliveryID: orphan, Channel: "webhook", Text: "recorded before the crash", Source: delivery.SourceAPI, CreatedAt: time.Now().UTC()})
+	retry := workflows.DeliveryRetry{InitialInterval: 100 * time.Millisecond, MaxInterval: 400 * time.Millisecond, RetryFor: time.Minute, AttemptTimeout: 5 * time.Second}
+	for _, m := range []workflows.DeliveryInput{
+		{Version: workflows.DeliveryInputVersion, DeliveryID: orphan, Channel: "webhook", Body: string(body), Source: delivery.SourceAPI, Retry: retry},
+	} {
+		input, _ := json.Marshal(m)
+		if err := g.Store.CreateDelivery(t.Context(), &models.Delivery{ID: m.DeliveryID, Channel: "webhook", Source: delivery.SourceAPI,
+			Target: rcv.URL(), WorkflowID: workflows.DeliveryWorkflowID(m.DeliveryID), StartInput: string(input)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, _ := json.Marshal(workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: sent, Channel: "webhook", Body: `{"text":"must not be sent twice"}`, Source: delivery.SourceAPI, Retry: retry})
+	if err := g.Store.DB.Model(&models.Delivery{}).Where("id = ?", sent).Updates(map[string]any{"status": models.DeliveryPending, "start_input": string(again)}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	g2 := gatewaytest.Start(t, opts)
+	waitUntil(t, 30*time.Second, "the orphan's delivery after the restart", func() bool {
+		return g2.Do("GET", "/api/v1/deliveries/"+orphan, nil).JSON["status"] == "delivered"
+	})
+	_, acc, _, _, _ := rcv.snapshot()
+	if acc[orphan] != 1 || acc[sent] != 1 {
+		t.Fatalf("accepted: %v", acc)
+	}
+	var left int64
+	g2.Store.DB.Model(&models.Delivery{}).Where("start_input <> ''").Count(&left)
+	if left != 0 {
+		t.Fatalf("%d outbox entries left after the sweep", left)
+	}
 }

@@ -148,6 +148,9 @@ func (s *Services) addDelivery(bg context.Context) error {
 		s.log.Warn("webhook channel header values are not scrubbed from outside text", "err", err)
 	}
 	s.Deliveries = &delivery.Service{Temporal: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Store: g.Store, Channels: s.Channels, Retry: retry}
+	// Deliveries recorded by a process that died before starting their
+	// workflow are started now and by a sweep every minute.
+	go s.Deliveries.RunSweeper(bg, s.log)
 	s.worker.AddActivities(
 		&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels, Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log},
 		&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Channels: s.Channels, Retry: retry,

@@ -47,9 +47,15 @@ type Delivery struct {
 	// LastStatusCode is the HTTP status of the last attempt (0: no answer).
 	LastStatusCode int
 	LastError      string
-	CreatedAt      time.Time `gorm:"index:idx_deliveries_channel_created,priority:2"`
-	UpdatedAt      time.Time
-	DeliveredAt    *time.Time
+	// StartInput is the outbox: the Delivery workflow's input (JSON of
+	// workflows.DeliveryInput), written with the record and emptied once the
+	// workflow has been started. A record whose StartInput is still set
+	// after a crash is started by the sweep (delivery.Service.Sweep), so
+	// the record and its workflow cannot part.
+	StartInput  string    `json:"-"`
+	CreatedAt   time.Time `gorm:"index:idx_deliveries_channel_created,priority:2"`
+	UpdatedAt   time.Time
+	DeliveredAt *time.Time
 }
 
 // DeliveryAttempt is one HTTP request of a delivery.
@@ -115,8 +121,9 @@ func (s *Store) RecordAttempt(ctx context.Context, r AttemptRecord) error {
 		case r.Final:
 			status = DeliveryFailed
 		}
+		// An attempt proves the workflow runs: the outbox entry is done.
 		upd := map[string]any{"status": status, "attempts": gorm.Expr("CASE WHEN attempts < ? THEN ? ELSE attempts END", r.Attempt, r.Attempt),
-			"last_status_code": r.StatusCode, "last_error": r.Error, "updated_at": now}
+			"last_status_code": r.StatusCode, "last_error": r.Error, "updated_at": now, "start_input": ""}
 		if r.Delivered {
 			upd["delivered_at"] = now
 		}
@@ -132,10 +139,36 @@ func (s *Store) RecordAttempt(ctx context.Context, r AttemptRecord) error {
 	})
 }
 
+// UnstartedDeliveries returns up to limit pending deliveries created before
+// before whose workflow may not have been started (their outbox entry is
+// still set), oldest first. A scheduled output named by its firing's record
+// (and that firing not failed) is left out: the firing's workflow starts it
+// as a child, and recovers itself after a crash.
+func (s *Store) UnstartedDeliveries(ctx context.Context, before time.Time, limit int) ([]Delivery, error) {
+	var out []Delivery
+	err := s.DB.WithContext(ctx).Where("start_input <> '' AND status = ? AND created_at < ?", DeliveryPending, before.UTC()).
+		Where("NOT EXISTS (SELECT 1 FROM schedule_runs r WHERE r.delivery_id = deliveries.id AND r.status <> ?)", ScheduleRunFailed).
+		Order("created_at").Limit(limit).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("read unstarted deliveries: %w", err)
+	}
+	return out, nil
+}
+
+// MarkDeliveryStarted empties the outbox entry of a delivery whose workflow
+// has been started.
+func (s *Store) MarkDeliveryStarted(ctx context.Context, id string) error {
+	err := s.DB.WithContext(ctx).Model(&Delivery{}).Where("id = ?", id).Update("start_input", "").Error
+	if err != nil {
+		return fmt.Errorf("mark delivery %s started: %w", id, err)
+	}
+	return nil
+}
+
 // FinishDelivery sets the final status of a delivery whose retries ended
 // (it is never downgraded from delivered).
 func (s *Store) FinishDelivery(ctx context.Context, id, status, lastError string) error {
-	upd := map[string]any{"status": status, "updated_at": time.Now().UTC()}
+	upd := map[string]any{"status": status, "updated_at": time.Now().UTC(), "start_input": ""}
 	if lastError != "" {
 		upd["last_error"] = lastError
 	}

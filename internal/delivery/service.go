@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -108,35 +109,116 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (string, error) {
 
 // Enqueue records a message and starts its Delivery workflow. Starting the
 // same delivery id twice is a no-op (the workflow id is derived from it).
+// The record carries the workflow's input (its outbox entry) until the
+// workflow has started: if the process dies in between, Sweep starts it.
 func (s *Service) Enqueue(ctx context.Context, msg workflows.DeliveryInput, dest string) error {
 	// Once begun, finish even if the caller goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	msg.Retry = msg.Retry.WithDefaults()
-	wid := workflows.DeliveryWorkflowID(msg.DeliveryID)
+	input, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("encode delivery %s: %w", msg.DeliveryID, err)
+	}
 	d := &models.Delivery{ID: msg.DeliveryID, Channel: msg.Channel, Source: msg.Source, AgentID: msg.AgentID,
-		Target: DisplayURL(dest), WorkflowID: wid}
+		Target: DisplayURL(dest), WorkflowID: workflows.DeliveryWorkflowID(msg.DeliveryID), StartInput: string(input)}
 	if err := s.Store.CreateDelivery(ctx, d); err != nil {
 		return err
 	}
+	if err := s.start(ctx, msg, d.Target); err != nil {
+		_ = s.Store.FinishDelivery(ctx, msg.DeliveryID, models.DeliveryFailed, "not queued: the workflow engine was unavailable")
+		return fmt.Errorf("%w (%v)", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// start starts the Delivery workflow of msg (already started counts as
+// started) and empties the record's outbox entry.
+func (s *Service) start(ctx context.Context, msg workflows.DeliveryInput, target string) error {
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       wid,
+		ID:                       workflows.DeliveryWorkflowID(msg.DeliveryID),
 		TaskQueue:                s.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// The retry window plus slack; the workflow ends itself earlier.
 		WorkflowExecutionTimeout: msg.Retry.RetryFor + msg.Retry.AttemptTimeout + 10*time.Minute,
-		StaticSummary:            fmt.Sprintf("Deliver %s to %s (%s)", msg.DeliveryID, msg.Channel, DisplayURL(dest)),
+		StaticSummary:            fmt.Sprintf("Deliver %s to %s (%s)", msg.DeliveryID, msg.Channel, target),
 	}, workflows.DeliveryWorkflowName, msg)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		return nil
+	if err != nil && !errors.As(err, &already) {
+		return err
 	}
-	if err != nil {
-		_ = s.Store.FinishDelivery(ctx, msg.DeliveryID, models.DeliveryFailed, "not queued: the workflow engine was unavailable")
-		return fmt.Errorf("%w (%v)", ErrUnavailable, err)
-	}
+	// Best effort: a leftover entry only makes the sweep ask again, and
+	// Temporal answers "already started".
+	_ = s.Store.MarkDeliveryStarted(ctx, msg.DeliveryID)
 	return nil
+}
+
+// Outbox sweep defaults.
+const (
+	// SweepEvery is how often RunSweeper looks for unstarted deliveries.
+	SweepEvery = time.Minute
+	// sweepGrace leaves a just-recorded delivery to the request that is
+	// starting it (Enqueue gives up after 30 s).
+	sweepGrace = 45 * time.Second
+	sweepBatch = 100
+)
+
+// Sweep starts the Delivery workflow of every pending delivery created
+// before `before` whose outbox entry is still set: the process that recorded
+// it died before starting the workflow (or before noting that it had).
+// Starting is idempotent (workflow id = delivery id), so a delivery whose
+// workflow did start is not sent twice. It returns how many it started.
+func (s *Service) Sweep(ctx context.Context, before time.Time) (int, error) {
+	started := 0
+	for {
+		rows, err := s.Store.UnstartedDeliveries(ctx, before, sweepBatch)
+		if err != nil || len(rows) == 0 {
+			return started, err
+		}
+		for i := range rows {
+			d := &rows[i]
+			var msg workflows.DeliveryInput
+			if err := json.Unmarshal([]byte(d.StartInput), &msg); err != nil || msg.DeliveryID != d.ID {
+				_ = s.Store.FinishDelivery(ctx, d.ID, models.DeliveryFailed, "not queued: its recorded workflow input is unreadable")
+				continue
+			}
+			if err := s.start(ctx, msg, d.Target); err != nil {
+				// Temporal is unavailable: try again at the next sweep.
+				return started, fmt.Errorf("start delivery %s: %w", d.ID, err)
+			}
+			started++
+		}
+		if len(rows) < sweepBatch {
+			return started, nil
+		}
+	}
+}
+
+// RunSweeper sweeps once now (every unstarted delivery: at start no request
+// of this process is starting one) and then every SweepEvery, leaving
+// deliveries younger than the grace period to their request, until ctx ends.
+func (s *Service) RunSweeper(ctx context.Context, log *slog.Logger) {
+	sweep := func(before time.Time) {
+		n, err := s.Sweep(ctx, before)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("delivery outbox sweep", "err", err)
+		}
+		if n > 0 {
+			log.Info("started the workflows of deliveries recorded before a crash", "count", n)
+		}
+	}
+	sweep(s.now())
+	t := time.NewTicker(SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sweep(s.now().Add(-sweepGrace))
+		}
+	}
 }
 
 // hookTarget resolves an event hook's destination; the secret comes only
