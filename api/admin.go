@@ -185,9 +185,9 @@ func (f *AgentAdminFeature) delete(c *fiber.Ctx) error {
 // eval), anything else is "trigger".
 type triggerBody struct {
 	Text     string `json:"text"`
-	UserID   string `json:"user_id"`
-	Username string `json:"username"`
-	Source   string `json:"source"`
+	UserID   string `json:"user_id" maxlen:"191"`
+	Username string `json:"username" maxlen:"191"`
+	Source   string `json:"source" maxlen:"32"`
 }
 
 // triggerReply is the chat response plus the run's token usage, which the

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -10,11 +12,15 @@ import (
 )
 
 // decodeJSON reads a JSON object body into v. A non-JSON body, a body that
-// is not an object, or a field of the wrong type is a 400 naming the field.
+// is not an object, a field of the wrong type, a NUL byte in any string or a
+// string longer than its field's `maxlen` tag is a 400 naming the field.
 func decodeJSON(c *fiber.Ctx, v any) error {
 	body := c.Body()
 	if len(body) == 0 {
 		return badRequest("request body must be a JSON object")
+	}
+	if err := refuseNUL(body); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -26,6 +32,25 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 			return badRequest("request body is not valid JSON: %v", err)
 		}
 		return badRequest("invalid request body: %v", err)
+	}
+	if field, limit := tooLong(reflect.ValueOf(v), ""); field != "" {
+		return badRequest("%s is longer than %d characters", field, limit).With("field", field)
+	}
+	return nil
+}
+
+// refuseNUL is a 400 naming the first JSON string of body with a NUL byte.
+// A body that is not JSON is left to the decoder's error.
+func refuseNUL(body []byte) error {
+	if !bytes.Contains(body, []byte(`\u0000`)) {
+		return nil // JSON can carry a NUL only as this escape
+	}
+	var doc any
+	if json.Unmarshal(body, &doc) != nil {
+		return nil
+	}
+	if bad := nulPath(doc, ""); bad != "" {
+		return badRequest("%s: NUL bytes (\\u0000) are not allowed in text", bad).With("field", bad)
 	}
 	return nil
 }

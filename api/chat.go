@@ -37,11 +37,11 @@ func (f *ChatFeature) Register(r fiber.Router) {
 // chatBody is the spec's Chat request (plus an optional session_id to
 // continue a known session, and confirm_cost for the confirmation flow).
 type chatBody struct {
-	AgentID     string          `json:"agent_id"`
+	AgentID     string          `json:"agent_id" maxlen:"100"`
 	Text        string          `json:"text"`
-	UserID      string          `json:"user_id"`
-	Username    string          `json:"username"`
-	SessionID   string          `json:"session_id"`
+	UserID      string          `json:"user_id" maxlen:"191"`
+	Username    string          `json:"username" maxlen:"191"`
+	SessionID   string          `json:"session_id" maxlen:"191"`
 	Overrides   *chat.Overrides `json:"overrides"`
 	ConfirmCost bool            `json:"confirm_cost"`
 }

@@ -1,6 +1,12 @@
 package api
 
-import "testing"
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentryhq/agentry/internal/chat"
+)
 
 // Ids are canonical decimal only (issue 18 item 8): DELETE /tasks/+1 must not
 // delete task 1.
@@ -34,5 +40,37 @@ func TestBearerToken(t *testing.T) {
 		if got, ok := bearerToken(h); ok {
 			t.Errorf("%q accepted as %q", h, got)
 		}
+	}
+}
+
+// NUL bytes are refused in every JSON string (issue 18 item 8), and free
+// strings have their documented length limits.
+func TestStrictStrings(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"text":"a\u0000b"}`:               "text",
+		`{"overrides":{"model":"m\u0000"}}`: "overrides.model",
+		`{"tags":["ok","x\u0000"]}`:         "tags[1]",
+		`{"a\u0000":1}`:                     "body (a key)",
+		`{"text":"a\\u0000b"}`:              "",
+		`{"text":"plain"}`:                  "",
+	} {
+		err := refuseNUL([]byte(body))
+		got := ""
+		if err != nil {
+			got = err.(*Error).Fields["field"].(string)
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", body, got, want)
+		}
+	}
+	long := strings.Repeat("é", 192)
+	for _, b := range []chatBody{{UserID: long}, {Username: long}, {Overrides: &chat.Overrides{Model: long}}} {
+		if field, _ := tooLong(reflect.ValueOf(&b), ""); field == "" {
+			t.Errorf("%+v accepted", b)
+		}
+	}
+	ok := chatBody{UserID: strings.Repeat("é", 191), Text: strings.Repeat("x", 100000), Overrides: &chat.Overrides{Model: "llama3.2"}}
+	if field, _ := tooLong(reflect.ValueOf(&ok), ""); field != "" {
+		t.Errorf("%s refused", field)
 	}
 }

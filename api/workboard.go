@@ -441,6 +441,9 @@ func decodeTaskFields(c *fiber.Ctx) (models.TaskFields, error) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return f, badRequest("request body is not valid JSON: %v", err)
 	}
+	if err := refuseNUL(body); err != nil {
+		return f, err
+	}
 	fieldErr := func(name, msg string) error {
 		return &Error{Status: fiber.StatusBadRequest, Message: name + ": " + msg, Code: "invalid", Fields: map[string]any{"field": name}}
 	}

@@ -11,12 +11,13 @@ import (
 
 // Overrides change one run only; the stored agent is never modified.
 type Overrides struct {
-	Provider    string   `json:"provider,omitempty"`
-	Model       string   `json:"model,omitempty"`
+	// maxlen: the API refuses longer values (api.decodeJSON).
+	Provider    string   `json:"provider,omitempty" maxlen:"100"`
+	Model       string   `json:"model,omitempty" maxlen:"191"`
 	Temperature *float64 `json:"temperature,omitempty"`
 	MaxTokens   *int     `json:"max_tokens,omitempty"`
 	MaxTurns    *int     `json:"max_turns,omitempty"`
-	ToolChoice  string   `json:"tool_choice,omitempty"`
+	ToolChoice  string   `json:"tool_choice,omitempty" maxlen:"100"`
 }
 
 // hardMaxTurns bounds max_turns whatever the configuration says.

@@ -34,6 +34,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -859,11 +860,18 @@ func outcomeOf(resp *llm.Response, err error) (outcome, kind string) {
 	return models.OutcomeCancelled, "consumer"
 }
 
+// truncate fits a provider-supplied string into a ledger column of n bytes:
+// invalid UTF-8 is replaced (PostgreSQL refuses it) and the cut falls on a
+// character boundary, never inside one.
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // checkAlerts raises an alert the first time (per process) a budget's

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
@@ -149,7 +150,11 @@ func parseErrorBody(raw []byte) (typ, msg string) {
 	}
 	text := strings.TrimSpace(string(raw))
 	if len(text) > 512 {
-		text = text[:512] + "..."
+		cut := 512
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut-- // never inside a character
+		}
+		text = text[:cut] + "..."
 	}
 	return "", text
 }
