@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/agentryhq/agentry/internal/jsonpath"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/skills"
 	"gopkg.in/yaml.v3"
@@ -257,6 +258,19 @@ func (d *Definition) validate() []FieldError {
 	}
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {
 		bad("max_turns", "%d is outside 0..100", d.MaxTurns)
+	}
+	if w := d.Webhook; w != nil {
+		// A bad path would fail every call with 400: refuse it at load.
+		for _, kp := range [][2]string{{"text_path", w.TextPath}, {"user_id_path", w.UserIDPath},
+			{"username_path", w.UsernamePath}, {"thread_id_path", w.ThreadIDPath}, {"session_id_path", w.SessionIDPath}} {
+			key, path := kp[0], kp[1]
+			if path == "" {
+				continue
+			}
+			if _, err := jsonpath.Parse(path); err != nil {
+				bad("webhook."+key, "%v", err)
+			}
+		}
 	}
 	return p
 }

@@ -131,9 +131,12 @@ func (r *Registry) Watch(ctx context.Context, every time.Duration) {
 	}
 }
 
-// files lists definition files in priority order.
+// files lists definition files in priority order. A file reached twice (a
+// directory listed again in agent_dirs, or through a symlink) is listed
+// once: it is one definition, not a duplicate of itself.
 func (r *Registry) files() []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, dir := range r.dirs {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -145,11 +148,27 @@ func (r *Registry) files() []string {
 				continue
 			}
 			if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" {
-				out = append(out, filepath.Join(dir, name))
+				f := filepath.Join(dir, name)
+				if real := realPath(f); !seen[real] {
+					seen[real] = true
+					out = append(out, f)
+				}
 			}
 		}
 	}
 	return out
+}
+
+// realPath is the absolute path of f with symlinks resolved (f itself
+// when that fails), to tell whether two names are one file.
+func realPath(f string) string {
+	if real, err := filepath.EvalSymlinks(f); err == nil {
+		f = real
+	}
+	if abs, err := filepath.Abs(f); err == nil {
+		f = abs
+	}
+	return f
 }
 
 func (r *Registry) fingerprint() string {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/jsonpath"
 )
 
 // FallbackTextPaths are tried, in order, when text_path is empty or yields
@@ -98,7 +99,7 @@ func Map(body []byte, m *agent.WebhookMapping) (*Mapped, error) {
 // (see Map). A syntactically bad path is an error; a path that finds
 // nothing yields "".
 func Lookup(doc json.RawMessage, p string) (string, error) {
-	segs, err := parsePath(p)
+	segs, err := jsonpath.Parse(p)
 	if err != nil {
 		return "", err
 	}
@@ -110,48 +111,6 @@ func Lookup(doc json.RawMessage, p string) (string, error) {
 		}
 	}
 	return render(cur), nil
-}
-
-// parsePath splits a path into segments: "$.a.b[0].c" -> a, b, 0, c.
-func parsePath(p string) ([]string, error) {
-	orig := p
-	p = strings.TrimSpace(p)
-	p = strings.TrimPrefix(p, "$")
-	p = strings.TrimPrefix(p, ".")
-	var segs []string
-	for p != "" {
-		switch {
-		case p[0] == '[':
-			end := strings.IndexByte(p, ']')
-			if end < 0 {
-				return nil, fmt.Errorf("path %q: unclosed [", orig)
-			}
-			idx := strings.Trim(p[1:end], `"' `)
-			if idx == "" {
-				return nil, fmt.Errorf("path %q: empty []", orig)
-			}
-			segs = append(segs, idx)
-			p = p[end+1:]
-			p = strings.TrimPrefix(p, ".")
-		default:
-			end := strings.IndexAny(p, ".[")
-			if end < 0 {
-				end = len(p)
-			}
-			if end == 0 {
-				return nil, fmt.Errorf("path %q: empty segment", orig)
-			}
-			segs = append(segs, p[:end])
-			p = p[end:]
-			if strings.HasPrefix(p, ".") {
-				p = p[1:]
-				if p == "" {
-					return nil, fmt.Errorf("path %q: ends with a dot", orig)
-				}
-			}
-		}
-	}
-	return segs, nil
 }
 
 // step descends one segment: a key of an object or an index of an array.
