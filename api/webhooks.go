@@ -6,7 +6,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/webhook"
+	"github.com/agentryhq/agentry/models"
 )
 
 // WebhooksFeature serves the inbound webhook trigger
@@ -24,6 +26,32 @@ const headerReplayed = "Idempotent-Replayed"
 // Register implements Feature.
 func (f *WebhooksFeature) Register(r fiber.Router) {
 	r.Post("/webhooks/:agent_id", f.receive)
+	r.Get("/webhooks/:agent_id/runs/:run_id", f.run)
+}
+
+// run answers an asynchronous run: {run_id, agent_id, status, reply,
+// error, session_id, thread_id, user_id, response_id, delivery_id,
+// created_at, finished_at}. Only its requester (or an admin) reads it.
+func (f *WebhooksFeature) run(c *fiber.Ctx) error {
+	if f.Webhooks == nil {
+		return Errf(fiber.StatusServiceUnavailable, "webhooks not enabled").WithCode("not_enabled")
+	}
+	r, err := f.Webhooks.Run(c.UserContext(), c.Params("agent_id"), c.Params("run_id"))
+	if errors.Is(err, models.ErrNotFound) || (err == nil && !mayRead(c, r.Subject)) {
+		return Errf(fiber.StatusNotFound, "no webhook run %q of agent %q", c.Params("run_id"), c.Params("agent_id")).WithCode("not_found")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"run_id": r.ID, "agent_id": r.AgentID, "status": r.Status, "reply": r.Reply, "error": r.Error,
+		"session_id": r.SessionID, "thread_id": r.ThreadID, "user_id": r.UserID, "response_id": r.ResponseID,
+		"delivery_id": r.DeliveryID, "turns": r.Turns, "created_at": r.CreatedAt, "finished_at": r.FinishedAt})
+}
+
+// mayRead: a run is read by the subject that requested it, or an admin.
+func mayRead(c *fiber.Ctx, subject string) bool {
+	p := Principal(c)
+	return p != nil && (p.Subject == subject || p.Role == auth.RoleAdmin)
 }
 
 // receive runs the agent on any JSON body, mapped by the agent's webhook
@@ -35,6 +63,14 @@ func (f *WebhooksFeature) receive(c *fiber.Ctx) error {
 	}
 	// c.Body is only valid during the handler; the service finishes
 	// before the handler returns.
+	if c.QueryBool("async") {
+		acc, err := f.Webhooks.HandleAsync(c.UserContext(), webhook.Request{
+			AgentID: c.Params("agent_id"), Body: c.Body(), IdempotencyKey: c.Get(HeaderIdempotencyKey)})
+		if err != nil {
+			return err
+		}
+		return c.Status(fiber.StatusAccepted).JSON(acc)
+	}
 	reply, replayed, err := f.Webhooks.Handle(c.UserContext(), webhook.Request{
 		AgentID: c.Params("agent_id"), Body: c.Body(), IdempotencyKey: c.Get(HeaderIdempotencyKey)})
 	if err != nil {
@@ -52,6 +88,8 @@ func (f *WebhooksFeature) MapError(err error) *Error {
 	switch {
 	case errors.Is(err, webhook.ErrNotWebhookAgent):
 		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
+	case errors.Is(err, webhook.ErrAsyncUnavailable):
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: err.Error(), Code: "not_enabled"}
 	case errors.Is(err, webhook.ErrNotJSON):
 		return &Error{Status: fiber.StatusBadRequest, Message: err.Error(), Code: "invalid"}
 	case errors.As(err, &inv):

@@ -142,7 +142,7 @@ func (s *Services) addDelivery(bg context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.Webhooks = &webhook.Service{Chat: s.Chat, Agents: s.Agents, Store: g.Store}
+	s.Webhooks = &webhook.Service{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Temporal: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue}
 	s.Channels = &delivery.Channels{Config: &cfg.Config, Store: g.Store, Secrets: s.Secrets, Policy: policy, Scrub: scrub.Register("channels")}
 	if err := s.Channels.RefreshScrub(bg); err != nil {
 		s.log.Warn("webhook channel header values are not scrubbed from outside text", "err", err)
@@ -154,7 +154,9 @@ func (s *Services) addDelivery(bg context.Context) error {
 	s.worker.AddActivities(
 		&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels, Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log},
 		&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Channels: s.Channels, Retry: retry,
-			Config: cfg, Router: s.Router, Toolbox: s.Toolbox, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
+			Config: cfg, Router: s.Router, Toolbox: s.Toolbox, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root},
+		&activities.WebhookRunActivities{Config: cfg, Chat: s.Chat, Agents: s.Agents, Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
+			Log: s.RunLog, Channels: s.Channels, Retry: retry})
 	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
 	s.Agents.OnChange(s.Schedules.Notify)
 	go s.Schedules.Run(bg)

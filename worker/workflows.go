@@ -19,6 +19,7 @@ var Workflows = []Workflow{
 	{workflows.ScheduledAgentWorkflowName, workflows.ScheduledAgent},
 	{workflows.DeliveryWorkflowName, workflows.Delivery},
 	{workflows.ReconcileWorkflowName, workflows.Reconcile},
+	{workflows.WebhookRunWorkflowName, workflows.WebhookRun},
 }
 
 // RegisterWorkflows registers every workflow under its contract name (on a

@@ -25,5 +25,6 @@ const (
 	TaskRunInputVersion        = 2
 	ScheduledAgentInputVersion = 2
 	DeliveryInputVersion       = 1
+	WebhookRunInputVersion     = 1
 	ReconcileInputVersion      = 1
 )

@@ -70,6 +70,10 @@ type WebhookMapping struct {
 	ThreadIDPath  string `yaml:"thread_id_path,omitempty" json:"thread_id_path,omitempty"`
 	SessionIDPath string `yaml:"session_id_path,omitempty" json:"session_id_path,omitempty"`
 	IncludeRaw    bool   `yaml:"include_raw,omitempty" json:"include_raw,omitempty"`
+	// ReplyOutput is where the reply of an asynchronous call
+	// (?async=true) is delivered, besides being kept for
+	// GET /webhooks/{agent_id}/runs/{run_id}.
+	ReplyOutput *ScheduleOutput `yaml:"reply_output,omitempty" json:"reply_output,omitempty"`
 }
 
 // Schedule runs a cron agent and delivers its reply.

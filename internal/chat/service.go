@@ -224,6 +224,12 @@ func (s *Service) lockSession(id string) func() {
 	return mu.Unlock
 }
 
+// History is the recent conversation of a session as a run continues it
+// (asynchronous webhook runs load it once, when they start).
+func (s *Service) History(ctx context.Context, sessionID string) ([]llm.Message, error) {
+	return s.history(ctx, sessionID)
+}
+
 // history loads the recent conversation, starting at a user message so a
 // cut never separates tool results from the call that asked for them.
 func (s *Service) history(ctx context.Context, sessionID string) ([]llm.Message, error) {

@@ -21,6 +21,7 @@ const (
 	SourceAPI      = "api"
 	SourceSchedule = "schedule"
 	SourceHook     = "hook"
+	SourceWebhook  = "webhook"
 )
 
 // NewID returns a new delivery id ("dlv_" + 32 hex).

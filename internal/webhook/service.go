@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
@@ -76,6 +78,9 @@ type Service struct {
 	Store  *models.Store
 	// ClaimLease: see DefaultClaimLease.
 	ClaimLease time.Duration
+	// Temporal and TaskQueue start asynchronous runs (?async=true).
+	Temporal  client.Client
+	TaskQueue string
 
 	purgeMu   sync.Mutex
 	lastPurge time.Time
@@ -93,21 +98,7 @@ type Request struct {
 // reply is the stored one of an earlier request with the same
 // Idempotency-Key (the agent did not run again).
 func (s *Service) Handle(ctx context.Context, req Request) (reply *Reply, replayed bool, err error) {
-	def, ok := s.Agents.Get(req.AgentID)
-	if !ok {
-		return nil, false, fmt.Errorf("%w: %s", chat.ErrAgentNotFound, req.AgentID)
-	}
-	if def.Trigger != agent.TriggerWebhook {
-		return nil, false, fmt.Errorf("%w: %s", ErrNotWebhookAgent, req.AgentID)
-	}
-	mapped, err := Map(req.Body, def.Webhook)
-	if err != nil {
-		if errors.Is(err, ErrNotJSON) {
-			return nil, false, err
-		}
-		return nil, false, &InvalidError{Field: "agent " + def.ID, Msg: err.Error()}
-	}
-	creq, err := s.chatRequest(def, mapped)
+	def, mapped, creq, err := s.prepare(req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -120,6 +111,27 @@ func (s *Service) Handle(ctx context.Context, req Request) (reply *Reply, replay
 		return nil, false, &InvalidError{Field: "Idempotency-Key", Msg: fmt.Sprintf("is longer than %d characters", MaxIdempotencyKey)}
 	}
 	return s.once(ctx, def.ID, key, mapped, creq)
+}
+
+// prepare finds the webhook agent and maps the payload into its chat
+// request.
+func (s *Service) prepare(req Request) (*agent.Definition, *Mapped, chat.Request, error) {
+	def, ok := s.Agents.Get(req.AgentID)
+	if !ok {
+		return nil, nil, chat.Request{}, fmt.Errorf("%w: %s", chat.ErrAgentNotFound, req.AgentID)
+	}
+	if def.Trigger != agent.TriggerWebhook {
+		return nil, nil, chat.Request{}, fmt.Errorf("%w: %s", ErrNotWebhookAgent, req.AgentID)
+	}
+	mapped, err := Map(req.Body, def.Webhook)
+	if err != nil {
+		if errors.Is(err, ErrNotJSON) {
+			return nil, nil, chat.Request{}, err
+		}
+		return nil, nil, chat.Request{}, &InvalidError{Field: "agent " + def.ID, Msg: err.Error()}
+	}
+	creq, err := s.chatRequest(def, mapped)
+	return def, mapped, creq, err
 }
 
 // chatRequest builds the chat request of a mapped payload.

@@ -46,6 +46,7 @@ func TestRecord(t *testing.T) {
 		Agents: map[string]string{
 			"writer.yaml":   "id: writer\nllm: {provider: ollama, model: llama3.2}\nbuiltins: [write_file]\nmax_turns: 4\nsystem_prompt: You write files.\n",
 			"reporter.yaml": recordAgents,
+			"hook.yaml":     "id: hook\ntrigger: webhook\nbuiltins: [write_file]\nmax_turns: 4\n",
 		},
 		Config: fmt.Sprintf(`
 runtime:
@@ -97,6 +98,18 @@ channels:
 		t.Fatalf("delivery: %+v %v", delivered, err)
 	}
 	record(ctx, t, c, deliveryWID, "Delivery-scheduled-output.json")
+
+	// WebhookRun: an asynchronous webhook call with a tool call.
+	r = g.Do("POST", "/api/v1/webhooks/hook?async=true", map[string]any{"text": "Quarterly report"})
+	if r.Status != 202 {
+		t.Fatalf("async webhook: %d %s", r.Status, r.Raw)
+	}
+	hookWID := workflows.WebhookRunWorkflowID(r.JSON["run_id"].(string))
+	var hook workflows.WebhookRunResult
+	if err := c.GetWorkflow(ctx, hookWID, "").Get(ctx, &hook); err != nil || hook.Status != "succeeded" {
+		t.Fatalf("webhook run: %+v %v", hook, err)
+	}
+	record(ctx, t, c, hookWID, "WebhookRun-async-tool-call.json")
 
 	recordReconcile(ctx, t)
 	recordVersionDemo(ctx, t, c)
