@@ -9,7 +9,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # to race-check, so it runs without.
 NORACE   := ./internal/temporalserver/...
 
-.PHONY: run test test-go build build-slim vet workflowcheck replay-record fmt bench load clean
+.PHONY: run test test-go fuzz build build-slim vet workflowcheck replay-record fmt bench load clean
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentryd
@@ -32,10 +32,25 @@ vet:
 test: vet workflowcheck
 	bash dev/provision.sh $(MAKE) --no-print-directory test-go
 
-# The suite itself, on whatever services the environment names.
+# The suite itself, on whatever services the environment names. The fuzz
+# targets' seed corpora run here as ordinary tests; `make fuzz` hunts.
 test-go:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /internal/temporalserver)
 	$(GO) test -count=1 -timeout 10m $(NORACE)
+
+# Fuzz targets (package:target). `make fuzz` runs each for FUZZTIME (a
+# longer hunt: make fuzz FUZZTIME=10m). Findings land in the package's
+# testdata/fuzz/<target>/ and then run as ordinary tests.
+FUZZ_TARGETS := ./api:FuzzRequestBody ./internal/jsonpath:FuzzParse ./internal/webhook:FuzzMap \
+	./internal/config:FuzzParse ./internal/agent:FuzzParse ./internal/llm:FuzzProviderStreams \
+	./internal/agentpkg:FuzzVerify
+FUZZTIME ?= 1m
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # Non-deterministic calls (clocks, randomness, goroutines, map ranges) in
 # workflow code; the tool is pinned by the tool directive in go.mod.
