@@ -11,6 +11,7 @@ import (
 	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/api"
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/approvals"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/costs"
@@ -58,6 +59,8 @@ type Services struct {
 	Events *events.Bus
 	// TaskRuns starts and cancels workboard task runs (TaskRun workflows).
 	TaskRuns *taskruns.Service
+	// Approvals decides the tool approvals durable runs wait for.
+	Approvals *approvals.Service
 	// Webhooks runs inbound webhooks (POST /webhooks/{agent_id}).
 	Webhooks *webhook.Service
 	// Channels is the webhook channel adapter; Deliveries queues outbound
@@ -220,7 +223,9 @@ func (s *Services) addWorkboard() {
 	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, Config: cfg,
 		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue, Log: s.RunLog}
 	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-		Events: s.Events, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root})
+		Events: s.Events, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root},
+		&activities.ApprovalActivities{Store: g.Store, Log: s.RunLog, Events: s.Events})
+	s.Approvals = &approvals.Service{Client: g.Temporal, Store: g.Store, Events: s.Events}
 }
 
 // NewRouter builds the LLM router from llm.providers. API keys come from the
@@ -263,6 +268,7 @@ func (s *Services) Features() []api.Feature {
 		&api.ReconciliationFeature{Runner: s.Reconciler, Store: s.gw.Store, Logger: s.log},
 		&api.WorkboardFeature{Enabled: s.gw.Config.Workboard.Enabled, Store: s.gw.Store, Runs: s.TaskRuns, Events: s.Events,
 			ArtifactsDir: s.gw.Config.Workspace.ArtifactsDir(), Logger: s.log},
+		&api.ApprovalsFeature{Approvals: s.Approvals, Store: s.gw.Store},
 		&api.EventsFeature{Bus: s.Events},
 		&api.WebhooksFeature{Webhooks: s.Webhooks},
 		&api.ChannelsFeature{Channels: s.Channels, Deliveries: s.Deliveries, Store: s.gw.Store},

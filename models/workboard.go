@@ -59,10 +59,15 @@ const (
 	RunFinished  = "finished"
 	RunFailed    = "failed"
 	RunCancelled = "cancelled"
+	// RunWaiting is a run parked for a person (or budget): active, with
+	// TaskRun.WaitingFor saying what it waits for.
+	RunWaiting = "waiting"
 )
 
-// RunActive reports whether a run status is queued or running.
-func RunActive(status string) bool { return status == RunQueued || status == RunRunning }
+// RunActive reports whether a run status is queued, running or waiting.
+func RunActive(status string) bool {
+	return status == RunQueued || status == RunRunning || status == RunWaiting
+}
 
 // Comment kinds and review decisions.
 const (
@@ -146,6 +151,8 @@ type TaskRun struct {
 	// one active run per task, even when two requests race (NULLs never
 	// collide in SQLite or PostgreSQL).
 	ActiveTaskID *int64 `gorm:"uniqueIndex"`
+	// WaitingFor says what a waiting run waits for (approval), else empty.
+	WaitingFor   string `gorm:"size:16"`
 	Error        string
 	StopReason   string `gorm:"size:32"`
 	Turns        int
@@ -173,6 +180,7 @@ func (r TaskRun) MarshalJSON() ([]byte, error) {
 		TaskID        int64      `json:"task_id"`
 		Attempt       int        `json:"attempt"`
 		Status        string     `json:"status"`
+		WaitingFor    string     `json:"waiting_for,omitempty"`
 		AgentID       string     `json:"agent_id"`
 		Trigger       string     `json:"trigger"`
 		WorkflowID    string     `json:"workflow_id"`
@@ -189,7 +197,7 @@ func (r TaskRun) MarshalJSON() ([]byte, error) {
 		CostMicros    int64      `json:"cost_micros"`
 		CostUSD       float64    `json:"cost_usd"`
 		Reply         string     `json:"reply"`
-	}{r.ID, r.TaskID, r.Attempt, r.Status, r.AgentID, r.Trigger, r.WorkflowID, r.TemporalRunID, r.CreatedAt, r.StartedAt,
+	}{r.ID, r.TaskID, r.Attempt, r.Status, r.WaitingFor, r.AgentID, r.Trigger, r.WorkflowID, r.TemporalRunID, r.CreatedAt, r.StartedAt,
 		r.FinishedAt, duration, r.Error, r.StopReason, r.Turns, r.InputTokens, r.OutputTokens, r.CostMicros,
 		float64(r.CostMicros) / 1e6, r.Reply})
 }
@@ -836,9 +844,12 @@ func (s *Store) FinishRun(ctx context.Context, o RunOutcome) (run *TaskRun, appl
 		run.CostMicros = cost
 		run.Status, run.Error, run.Reply, run.StopReason = o.Status, o.Error, o.Reply, o.StopReason
 		run.Turns, run.InputTokens, run.OutputTokens = o.Turns, o.InputTokens, o.OutputTokens
-		run.FinishedAt, run.ActiveTaskID, run.UpdatedAt = &now, nil, now
+		run.FinishedAt, run.ActiveTaskID, run.UpdatedAt, run.WaitingFor = &now, nil, now, ""
+		if err := closeApprovals(tx, run.ID, now); err != nil {
+			return err
+		}
 		if err := tx.Model(&TaskRun{}).Where("id = ?", run.ID).Updates(map[string]any{
-			"status": run.Status, "error": run.Error, "reply": run.Reply, "stop_reason": run.StopReason,
+			"waiting_for": "", "status": run.Status, "error": run.Error, "reply": run.Reply, "stop_reason": run.StopReason,
 			"turns": run.Turns, "input_tokens": run.InputTokens, "output_tokens": run.OutputTokens,
 			"finished_at": now, "active_task_id": nil, "updated_at": now, "cost_micros": cost,
 		}).Error; err != nil {

@@ -19,6 +19,7 @@ func TestContractActivityNamesAreRegisteredMethods(t *testing.T) {
 	}{
 		{&activities.TaskRunActivities{}, []string{workflows.ActivityTaskRunStart, workflows.ActivityTaskRunFinish,
 			workflows.ActivityTaskRunLLMTurn, workflows.ActivityTaskRunTool}},
+		{&activities.ApprovalActivities{}, []string{workflows.ActivityApprovalRequest, workflows.ActivityApprovalDone}},
 		{&activities.ScheduledActivities{}, []string{workflows.ActivityScheduledAgentRun, workflows.ActivityScheduledAgentRecord}},
 		{&activities.DeliveryActivities{}, []string{workflows.ActivityDeliveryAttempt, workflows.ActivityDeliveryFinish}},
 	}

@@ -46,6 +46,16 @@ type agentRun struct {
 	continueAfter int
 	// onTurn is told about every finished LLM turn (progress).
 	onTurn func(turn int, usage llm.Usage)
+
+	// approvals names the tools a person must approve (approval.go).
+	approvals ApprovalPolicy
+	// onWait is told when the run parks (what for) and resumes ("").
+	onWait func(waitingFor string)
+	// deadline is when the run's working time runs out; parked time moves
+	// it later. parked is true while the run waits for a person.
+	deadline time.Time
+	parked   bool
+	pending  *pendingApproval
 }
 
 // errContinueAsNew stops the loop between turns so the workflow can
@@ -59,16 +69,26 @@ type agentRunResult struct {
 	timedOut bool
 	// next is set when the run should continue as new from it.
 	next *agent.Checkpoint
+	// deadline is the run's deadline as it stands now (moved by parked
+	// time): a continue-as-new carries it.
+	deadline time.Time
 }
 
 // runUntil drives the loop from a checkpoint (nil: the start) until it
 // ends, the deadline passes (the loop is then cancelled), the workflow is
 // cancelled or the history asks for a continue-as-new.
-func (r *agentRun) runUntil(ctx workflow.Context, from *agent.Checkpoint, deadline time.Time) agentRunResult {
+func (r *agentRun) runUntil(ctx workflow.Context, from *agent.Checkpoint, deadline time.Time) (res agentRunResult) {
+	r.deadline = deadline
+	defer func() { res.deadline = r.deadline }()
+	if len(r.approvals.Tools) > 0 {
+		if err := r.handleApprovals(ctx); err != nil {
+			res.err = err
+			return res
+		}
+	}
 	loopCtx, cancelLoop := workflow.WithCancel(ctx)
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
-	defer cancelTimer()
-	var res agentRunResult
+	defer func() { cancelTimer() }()
 	left := deadline.Sub(workflow.Now(ctx))
 	if left <= 0 {
 		res.timedOut = true
@@ -85,15 +105,32 @@ func (r *agentRun) runUntil(ctx workflow.Context, from *agent.Checkpoint, deadli
 		setDone.Set(nil, nil)
 	})
 
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(loopDone, func(workflow.Future) {})
-	sel.AddFuture(timer, func(f workflow.Future) {
-		if f.Get(ctx, nil) == nil { // fired, not cancelled
+	for {
+		fired := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(loopDone, func(workflow.Future) {})
+		sel.AddFuture(timer, func(f workflow.Future) { fired = f.Get(ctx, nil) == nil }) // not cancelled
+		sel.Select(ctx)
+		if !fired {
+			break
+		}
+		// Time parked for a person does not count: the deadline moved by
+		// it, and a park still going on ends first.
+		if r.parked {
+			_ = workflow.Await(ctx, func() bool { return !r.parked || loopDone.IsReady() })
+		}
+		left := r.deadline.Sub(workflow.Now(ctx))
+		if ctx.Err() != nil || loopDone.IsReady() {
+			break
+		}
+		if left <= 0 {
 			res.timedOut = true
 			cancelLoop()
+			break
 		}
-	})
-	sel.Select(ctx)
+		timerCtx, cancelTimer = workflow.WithCancel(ctx)
+		timer = workflow.NewTimer(timerCtx, left)
+	}
 	cancelTimer()
 	_ = loopDone.Get(ctx, nil) // after a timeout, wait for the cancelled step to hand back
 	cancelLoop()
@@ -131,6 +168,17 @@ func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 }
 
 func (e *durableExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
+	if e.run.approvals.Needs(inv.Call.Name) {
+		res, approved, err := e.askApproval(inv)
+		if err != nil {
+			return agent.ToolResult{}, err
+		}
+		if !approved { // the model sees why the call was not made
+			e.index++
+			e.nextSeq++
+			return res, nil
+		}
+	}
 	ctx := workflow.WithActivityOptions(e.ctx, e.run.toolOpts)
 	var res agent.ToolResult
 	err := workflow.ExecuteActivity(ctx, e.run.toolStep, ToolInput{

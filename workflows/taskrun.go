@@ -87,13 +87,20 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running task %d with agent %s", in.TaskID, in.AgentID))
 		run := &agentRun{ref: ref, outline: in.Agent, llmStep: ActivityTaskRunLLMTurn, toolStep: ActivityTaskRunTool,
 			llmOpts: llmActivityOptions, toolOpts: toolActivityOptions, continueAfter: in.ContinueAfterEvents,
-			onTurn: func(turn int, u llm.Usage) { progress.Turns, progress.Usage = turn, progress.Usage.Add(u) }}
+			onTurn:    func(turn int, u llm.Usage) { progress.Turns, progress.Usage = turn, progress.Usage.Add(u) },
+			approvals: in.Approvals,
+			onWait: func(waitingFor string) {
+				progress.Status, progress.WaitingFor = models.RunRunning, waitingFor
+				if waitingFor != "" {
+					progress.Status = models.RunWaiting
+				}
+			}}
 		res = run.runUntil(ctx, in.Continuation, in.Deadline)
 		if res.next != nil && ctx.Err() == nil {
 			// Same workflow id, same run record, same deadline: the run
 			// goes on in a fresh history.
 			next := in
-			next.Continuation = res.next
+			next.Continuation, next.Deadline = res.next, res.deadline
 			return nil, workflow.NewContinueAsNewError(ctx, TaskRunWorkflowName, next)
 		}
 	}

@@ -64,6 +64,9 @@ type TaskRunInput struct {
 	Continuation *agent.Checkpoint `json:"continuation,omitempty"`
 	// ContinueAfterEvents overrides DefaultContinueAsNewEvents (tests).
 	ContinueAfterEvents int `json:"continue_after_events,omitempty"`
+	// Approvals are the tools a person must approve before the run calls
+	// them (the agent's approvals block as resolved when requested).
+	Approvals ApprovalPolicy `json:"approvals,omitempty"`
 }
 
 func (in TaskRunInput) ref() RunRef {
@@ -77,6 +80,7 @@ func (in TaskRunInput) ref() RunRef {
 type TaskRunResult struct {
 	RunID      int64     `json:"run_id"`
 	Status     string    `json:"status"`
+	WaitingFor string    `json:"waiting_for,omitempty"`
 	Turns      int       `json:"turns"`
 	Usage      llm.Usage `json:"usage"`
 	Reply      string    `json:"reply,omitempty"`

@@ -109,6 +109,7 @@ server.api_key or the workspace's generated key).`,
 		a.registryCommand(),
 		a.pullCommand(),
 		a.costsCommand(),
+		a.approvalsCommand(),
 	)
 	return root
 }

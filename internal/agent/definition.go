@@ -45,6 +45,9 @@ type Definition struct {
 	// Skills names the skills whose instructions and tools the agent uses.
 	Skills   []string `yaml:"skills,omitempty" json:"skills,omitempty"`
 	MaxTurns int      `yaml:"max_turns,omitempty" json:"max_turns,omitempty"`
+	// Approvals names the tools a person must approve before a durable run
+	// (task run, scheduled firing) executes them; chat refuses them.
+	Approvals *Approvals `yaml:"approvals,omitempty" json:"approvals,omitempty"`
 
 	// File is where the definition was read from.
 	File string `yaml:"-" json:"-"`
@@ -258,6 +261,21 @@ func (d *Definition) validate() []FieldError {
 	for _, name := range d.Skills {
 		if !skills.ValidName(name) {
 			bad("skills", "%q is not a skill name (lower-case letters, digits and single hyphens)", name)
+		}
+	}
+	if a := d.Approvals; a != nil {
+		if len(a.Tools) == 0 {
+			bad("approvals.tools", "is required: name the tools that need a person's approval (or remove approvals)")
+		}
+		for _, t := range a.Tools {
+			if strings.TrimSpace(t) == "" || strings.Contains(strings.TrimSuffix(t, "*"), "*") {
+				bad("approvals.tools", "%q is not a tool name (a name, or a prefix ending in * such as mcp__github__*)", t)
+			}
+		}
+		if a.Timeout != "" {
+			if w, err := time.ParseDuration(a.Timeout); err != nil || w <= 0 {
+				bad("approvals.timeout", "%q is not a positive duration such as 24h or 30m", a.Timeout)
+			}
 		}
 	}
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {

@@ -297,6 +297,10 @@ func (e *inProcess) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 }
 
 func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
+	if e.def.Approvals.Needs(inv.Call.Name) {
+		// Only durable runs can park for a person's decision.
+		return agent.ApprovalRefusedInChat(inv.Call.Name), nil
+	}
 	res, err := e.svc.Toolbox.Execute(e.ctx, e.workDir, e.def.ToolGrants(), inv.Call)
 	var unreachable *mcp.TransportError
 	if errors.As(err, &unreachable) {

@@ -119,10 +119,17 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	in := workflows.TaskRunInput{
 		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
 		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: sha,
+		Approvals: workflows.PolicyOf(def.Approvals),
 	}
 	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {
 		execTimeout = r.Timeout + 5*time.Minute
+	}
+	if len(in.Approvals.Tools) > 0 {
+		// A run may park for people (each wait bounded by the approval
+		// timeout, parked time not counted): no backstop could know how
+		// long it may take; the workflow bounds every wait itself.
+		execTimeout = 0
 	}
 	opts := client.StartWorkflowOptions{
 		ID:                                       workflows.TaskRunWorkflowID(taskID),

@@ -4,6 +4,9 @@
 // current workflow code with worker.NewWorkflowReplayer, so a change that
 // would break runs in flight fails `make test` instead of a deploy.
 //
+// The approval history (TaskRun-approval.json) is recorded by
+// TestRecordApproval alone: go test ./workflows/replay -run TestRecordApproval -update.
+//
 // Re-record after an intended change of a workflow (and follow the
 // versioning policy in docs/decisions.md first):
 //
