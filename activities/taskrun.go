@@ -21,7 +21,9 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/runlog"
+	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -255,9 +257,41 @@ func (a *TaskRunActivities) TaskRunTool(ctx context.Context, in workflows.ToolIn
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return agent.ToolResult{}, fmt.Errorf("create work directory of run %d: %w", ref.RunID, err)
 	}
-	return ToolStep(ctx, a.Log, a.Toolbox, dir, in, func(f agent.ProducedFile) (bool, error) {
+	start := time.Now()
+	res, err := ToolStep(ctx, a.Log, a.Toolbox, dir, in, func(f agent.ProducedFile) (bool, error) {
 		return a.recordArtifact(ctx, ref, dir, in, f)
 	}, a.notify)
+	if err == nil {
+		a.toolEvent(ctx, in, res, time.Since(start))
+	}
+	return res, err
+}
+
+// toolEvent appends run.tool for a finished MCP or skill tool call: which
+// tool (and server or skill), whether it was an error result, how long it took.
+// Never the arguments or the result text. Once per call (dedupe key), and
+// a failure to append it is logged, not retried: a retry would call the
+// tool (an MCP server) again.
+func (a *TaskRunActivities) toolEvent(ctx context.Context, in workflows.ToolInput, res agent.ToolResult, took time.Duration) {
+	if a.Store == nil {
+		return
+	}
+	payload := map[string]any{"tool": in.Name, "is_error": res.IsError, "duration_ms": took.Milliseconds(),
+		"turn": in.Turn, "call_id": in.CallID}
+	if server, tool, ok := mcp.SplitToolName(in.Name); ok {
+		payload["kind"], payload["server"], payload["server_tool"] = "mcp", server, tool
+	} else if skill, tool, ok := skills.SplitToolName(in.Name); ok {
+		payload["kind"], payload["skill"], payload["skill_tool"] = "skill", skill, tool
+	} else {
+		return // builtins: their files are run.artifact events already
+	}
+	ev := models.NewEvent(models.EventRunTool, fmt.Sprintf("run.tool:%d:t%d:%s", in.Run.RunID, in.Turn, in.CallID), payload)
+	ev.TaskID, ev.RunID, ev.AgentID, ev.Attempt = in.Run.TaskID, in.Run.RunID, in.Run.AgentID, in.Run.Attempt
+	if fresh, err := a.Store.InsertEvent(ctx, &ev); err != nil {
+		activity.GetLogger(ctx).Warn("run.tool event not recorded", "run_id", in.Run.RunID, "tool", in.Name, "err", err)
+	} else if fresh {
+		a.notify()
+	}
 }
 
 // ToolStep is one tool call of any durable run: it reads the call from the

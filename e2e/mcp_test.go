@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -261,5 +262,50 @@ func TestMCPRegistrationSurvivesRestart(t *testing.T) {
 	)
 	if r := g2.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "tooluser", "text": "echo please"}); r.JSON["reply"] != "done" {
 		t.Fatalf("chat after restart: %d %s", r.Status, r.Raw)
+	}
+}
+
+// TestMCPTaskRunToolEvents: a task run calls MCP tools as durable steps;
+// each call is a run.tool event (server, tool, is_error, no content) and a
+// server's secret echoed in a tool error reaches neither model nor events.
+func TestMCPTaskRunToolEvents(t *testing.T) {
+	g := startMCPGateway(t, "")
+	if r := g.Do("PUT", "/api/v1/mcp/own/local", map[string]any{"transport": "stdio", "command": "devserver", "env": map[string]string{"DEV_TOKEN": mcpEnvSecret}}); r.Status != 201 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Raw)
+	}
+	g.Fake.Script(
+		fakellm.Rule{Contains: "Echo job", Times: 1, ToolCalls: []fakellm.ToolCall{
+			fakellm.NewToolCall("mcp__local__echo", map[string]any{"text": "from task"}),
+			fakellm.NewToolCall("mcp__local__fail", map[string]any{"message": "leaked " + mcpEnvSecret}),
+		}},
+		fakellm.Rule{Contains: "leaked", Times: 1, Reply: "Echoed."},
+	)
+	id := wbCreateTask(t, g, map[string]any{"title": "Echo job", "agent_id": "tooluser"})
+	stream := wbSubscribe(t, g, fmt.Sprintf("task_id=%d&type=run.", id), "")
+	r := g.Do("POST", fmt.Sprintf("%s/tasks/%d/run", wb, id), nil)
+	wbWantStatus(t, r, 202, "start run")
+	run := wbWaitRun(t, g, id, wbID(t, r), 60*time.Second, "finished", "failed")
+	if run["status"] != "finished" || run["reply"] != "Echoed." {
+		t.Fatalf("run %v", run)
+	}
+	frames := wbCollect(t, stream, "run.finished", 10*time.Second)
+	if fmt.Sprint(wbTypes(frames)) != "[run.started run.tool run.tool run.finished]" {
+		t.Fatalf("events %v", wbTypes(frames))
+	}
+	echo, fail := frames[1].Event.PayloadMap(), frames[2].Event.PayloadMap()
+	if echo["server"] != "local" || echo["server_tool"] != "echo" || echo["kind"] != "mcp" || echo["is_error"] != false ||
+		fail["server_tool"] != "fail" || fail["is_error"] != true {
+		t.Fatalf("run.tool payloads %v %v", echo, fail)
+	}
+	for _, f := range frames {
+		if raw, _ := json.Marshal(f.Event); strings.Contains(string(raw), mcpEnvSecret) || strings.Contains(string(raw), "from task") {
+			t.Fatalf("event carries tool content or a secret: %s", raw)
+		}
+	}
+	last := g.Fake.Calls()[len(g.Fake.Calls())-1]
+	// (The scripted model itself wrote the secret into its call's
+	// arguments; the tool result it reads back is what must be masked.)
+	if strings.Contains(string(last.Body), "error: leaked "+mcpEnvSecret) || !strings.Contains(string(last.Body), "error: leaked [REDACTED]") {
+		t.Fatalf("the tool result the model read is not scrubbed: %s", last.Body)
 	}
 }

@@ -19,11 +19,14 @@ func init() {
 // Event types written by the workboard. Other areas add their own types
 // (prefix them with their area, e.g. "cost.").
 const (
-	EventRunStarted     = "run.started"
-	EventRunFinished    = "run.finished"
-	EventRunFailed      = "run.failed"
-	EventRunCancelled   = "run.cancelled"
-	EventRunArtifact    = "run.artifact"
+	EventRunStarted   = "run.started"
+	EventRunFinished  = "run.finished"
+	EventRunFailed    = "run.failed"
+	EventRunCancelled = "run.cancelled"
+	EventRunArtifact  = "run.artifact"
+	// EventRunTool: a tool call of a run finished (tool, MCP server or
+	// skill, is_error, duration; never arguments or results).
+	EventRunTool        = "run.tool"
 	EventTaskCreated    = "task.created"
 	EventTaskUpdated    = "task.updated"
 	EventTaskDeleted    = "task.deleted"

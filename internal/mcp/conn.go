@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentryhq/agentry/internal/scrub"
 	"net/http"
 	"os"
 	"os/exec"
@@ -270,18 +271,10 @@ func render(res *sdk.CallToolResult) string {
 
 // scrub removes the server's own secret values (header and env values)
 // from a text that came from outside, before anyone sees or logs it.
-func (c *conn) scrub(s string) string { return scrubSecrets(c.spec, s) }
-
-func scrubSecrets(spec Spec, s string) string {
-	for _, m := range []map[string]string{spec.Headers, spec.Env} {
-		for _, v := range m {
-			if len(v) >= 4 {
-				s = strings.ReplaceAll(s, v, "********")
-			}
-		}
-	}
-	return s
-}
+// scrub removes secrets from text that came from (or about) a server: the
+// one scrubber (internal/scrub), which knows every server's header and env
+// values (Manager keeps them registered) and every other secret.
+func (c *conn) scrub(s string) string { return scrub.String(s) }
 
 func (c *conn) close() {
 	if c.session != nil {

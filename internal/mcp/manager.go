@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentryhq/agentry/internal/scrub"
 	"log/slog"
 	"slices"
 	"sort"
@@ -67,6 +68,9 @@ type Manager struct {
 
 	mu      sync.RWMutex
 	servers map[string]*entry
+	// secrets holds every server's header and env values in the one
+	// scrubber, so no error text, log line or API answer carries them.
+	secrets *scrub.Source
 }
 
 // entry is one server: its spec, its live connection (nil while
@@ -91,7 +95,23 @@ func NewManager(policy Policy, log *slog.Logger) *Manager {
 		log = slog.New(slog.DiscardHandler)
 	}
 	bg, stop := context.WithCancel(context.Background())
-	return &Manager{policy: policy, log: log, timeout: ConnectTimeout, bg: bg, stop: stop, servers: map[string]*entry{}}
+	return &Manager{policy: policy, log: log, timeout: ConnectTimeout, bg: bg, stop: stop, servers: map[string]*entry{}, secrets: scrub.Register("mcp")}
+}
+
+// RegisterSecrets adds a server's header and env values to the scrubber
+// before anything is dialled (Dial's own errors are scrubbed already).
+func (m *Manager) RegisterSecrets(spec Spec) { m.secrets.Add(spec.secretValues()...) }
+
+// refreshSecrets sets the scrubber's values to those of the servers in
+// use (called after every change of the set); m.mu must not be held.
+func (m *Manager) refreshSecrets() {
+	m.mu.RLock()
+	var vals []string
+	for _, e := range m.servers {
+		vals = append(vals, e.spec.secretValues()...)
+	}
+	m.mu.RUnlock()
+	m.secrets.Set(vals...)
 }
 
 // Policy is the manager's policy.
@@ -135,6 +155,7 @@ func (m *Manager) Install(p *Pending) {
 	if oldConn != nil {
 		oldConn.close()
 	}
+	m.refreshSecrets()
 	m.watch(e, p.c)
 }
 
@@ -152,6 +173,7 @@ func (m *Manager) Add(spec Spec) {
 	if oldConn != nil {
 		oldConn.close()
 	}
+	m.refreshSecrets()
 	go m.redial(e)
 }
 
@@ -168,6 +190,7 @@ func (m *Manager) Remove(id string) {
 	if c != nil {
 		c.close()
 	}
+	m.refreshSecrets()
 }
 
 // Close disconnects every server.
@@ -186,6 +209,7 @@ func (m *Manager) Close() {
 	for _, c := range conns {
 		c.close()
 	}
+	m.secrets.Close()
 }
 
 // watch marks the entry disconnected when the session ends (the child
@@ -201,7 +225,7 @@ func (m *Manager) watch(e *entry, c *conn) {
 		e.conn = nil
 		e.lastErr = "session ended"
 		if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
-			e.lastErr = "session ended: " + scrubSecrets(e.spec, err.Error())
+			e.lastErr = "session ended: " + scrub.String(err.Error())
 		}
 		start := !e.redialing
 		e.redialing = true
@@ -234,9 +258,9 @@ func (m *Manager) redial(e *entry) {
 			m.watch(e, c)
 			return
 		}
-		e.lastErr = err.Error()
+		e.lastErr = scrub.String(err.Error())
 		m.mu.Unlock()
-		m.log.Warn("mcp server unreachable", "server", e.spec.ID, "err", err.Error(), "retry_in", wait.String())
+		m.log.Warn("mcp server unreachable", "server", e.spec.ID, "err", e.lastErr, "retry_in", wait.String())
 		select {
 		case <-time.After(wait):
 		case <-m.bg.Done():
@@ -264,7 +288,7 @@ func (m *Manager) toolsChanged(s *sdk.ClientSession) {
 	ctx, cancel := context.WithTimeout(m.bg, m.timeout)
 	defer cancel()
 	if err := c.refresh(ctx); err != nil {
-		m.log.Warn("mcp tool list refresh failed; keeping the old list", "server", target.spec.ID, "err", scrubSecrets(target.spec, err.Error()))
+		m.log.Warn("mcp tool list refresh failed; keeping the old list", "server", target.spec.ID, "err", scrub.String(err.Error()))
 		return
 	}
 	m.log.Info("mcp tool list changed", "server", target.spec.ID, "tools", len(c.toolList()))

@@ -17,6 +17,7 @@ import (
 	"github.com/agentryhq/agentry/dev/mcpserver"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // The test binary doubles as the stdio MCP server: a real SDK server in a
@@ -263,5 +264,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServerErrorTextsAreScrubbed: a server's own env value, echoed back
+// in a tool error, reaches the model masked by the one scrubber.
+func TestServerErrorTextsAreScrubbed(t *testing.T) {
+	m := NewManager(loopback(), nil)
+	defer m.Close()
+	install(t, m, stdioSpec("echoes"))
+	res := call(t, m, "mcp__echoes__fail", `{"message": "leaked stdio-secret-value here"}`)
+	if !res.IsError || strings.Contains(res.Content, "stdio-secret-value") || !strings.Contains(res.Content, "leaked") {
+		t.Fatalf("tool error not scrubbed: %+v", res)
+	}
+	m.Remove("echoes")
+	if got := scrub.String("x stdio-secret-value"); got != "x stdio-secret-value" {
+		t.Fatalf("a removed server's values stay scrubbed: %q", got)
 	}
 }

@@ -118,6 +118,7 @@ func (r *Registry) Put(ctx context.Context, spec Spec) (created bool, st ServerS
 	if err != nil {
 		return false, st, err
 	}
+	r.manager.RegisterSecrets(spec)
 	pending, err := r.manager.Dial(ctx, spec)
 	if err != nil {
 		return false, st, err

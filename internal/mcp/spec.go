@@ -212,3 +212,14 @@ func stringMap(v any) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// secretValues are the header and env values (the secrets of a server).
+func (s Spec) secretValues() []string {
+	var out []string
+	for _, m := range []map[string]string{s.Headers, s.Env} {
+		for _, v := range m {
+			out = append(out, v)
+		}
+	}
+	return out
+}
