@@ -72,7 +72,9 @@ costs:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", base+"/api/v1/chat", strings.NewReader(fmt.Sprintf(`{"agent_id":"exact","text":"crash %d"}`, i)))
+			// One user each: chats of one user share a session and run
+			// one after another (the session lock).
+			req, _ := http.NewRequest("POST", base+"/api/v1/chat", strings.NewReader(fmt.Sprintf(`{"agent_id":"exact","user_id":"u%d","text":"crash %d"}`, i, i)))
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.Header.Set("Content-Type", "application/json")
 			if resp, err := client.Do(req); err == nil {

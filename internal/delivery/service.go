@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -116,6 +117,10 @@ func (s *Service) Enqueue(ctx context.Context, msg workflows.DeliveryInput, dest
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	msg.Retry = msg.Retry.WithDefaults()
+	// The body is stored (outbox) and becomes workflow input: scrub it
+	// here, not only when it is sent, so no configured secret reaches the
+	// database or the Temporal history.
+	msg.Body = string(scrub.JSON([]byte(msg.Body)))
 	input, err := json.Marshal(msg)
 	if err != nil {
 		return fmt.Errorf("encode delivery %s: %w", msg.DeliveryID, err)
