@@ -266,7 +266,10 @@ func readFile(t *testing.T, path string) []byte {
 // cache (the build must not download anything); CI provides it.
 func TestBuildWithExampleDriver(t *testing.T) {
 	root := moduleRoot(t)
-	if out, err := exec.Command("go", "list", "-mod=mod", "-m", "github.com/spf13/cobra").CombinedOutput(); err != nil {
+	// (Read-only: -mod=mod here would rewrite the checkout's go.mod.)
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/spf13/cobra")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) == "" {
 		t.Skipf("module cache unavailable: %v %s", err, out)
 	}
 	h := newHome(t)
