@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"context"
+	"crypto/ed25519"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
+	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/agentpkg"
+	"github.com/agentryhq/agentry/internal/pkginstall"
 )
 
 // packageService builds the agent package service: export, inspect and
@@ -57,3 +61,27 @@ func (s *Services) packageService() *agentpkg.Service {
 		},
 	}
 }
+
+// addPackageInstalls wires package install jobs (`agentry package install
+// <git URL>`): the service behind the PackageInstall workflow's steps, its
+// activities, and the resume loop that starts the workflow of any job
+// recorded while Temporal was away. Packages signed by a key of a
+// configured registry count as verified.
+func (s *Services) addPackageInstalls(bg context.Context) {
+	cfg := s.gw.Config
+	var trusted []ed25519.PublicKey
+	for _, r := range cfg.Registries {
+		if k, err := agentpkg.ParsePublicKey(r.SigningKey); r.SigningKey != "" && err == nil {
+			trusted = append(trusted, k)
+		}
+	}
+	s.PackageInstalls = &pkginstall.Service{Store: s.gw.Store, Temporal: s.gw.Temporal, TaskQueue: cfg.Temporal.TaskQueue,
+		Packages: s.packageService(), WorkDir: filepath.Join(cfg.Workspace.DataDir(), "package-installs"),
+		TrustedKeys: func() []ed25519.PublicKey { return trusted }, Log: s.log}
+	s.worker.AddActivities(&activities.PackageInstallActivities{Service: s.PackageInstalls})
+	go s.PackageInstalls.RunResume(bg, PackageInstallResumeInterval)
+}
+
+// PackageInstallResumeInterval is how often jobs without a workflow (one
+// recorded while Temporal did not answer) are started again.
+var PackageInstallResumeInterval = time.Minute

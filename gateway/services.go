@@ -21,6 +21,7 @@ import (
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/pkginstall"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/internal/schedules"
@@ -73,6 +74,8 @@ type Services struct {
 	// ledger; Reconciler keeps its Schedule and starts on-demand runs.
 	Reconcile  *reconcile.Service
 	Reconciler *reconcile.Scheduler
+	// PackageInstalls runs package install jobs (PackageInstall workflows).
+	PackageInstalls *pkginstall.Service
 	// MCP holds the MCP servers (config.yaml mcp: and PUT /mcp/own/{id}).
 	MCP *mcp.Registry
 	// Skills are the skill folders (workspace skills/ and skill_dirs);
@@ -123,6 +126,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.AgentFiles = agent.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
 	s.addWorkboard()
 	s.addReconciliation(bg)
+	s.addPackageInstalls(bg)
 	if err := s.addDelivery(bg); err != nil {
 		cancel()
 		return nil, err
@@ -289,6 +293,7 @@ func (s *Services) adminFeatures() []api.Feature {
 		&api.SkillsFeature{Registry: s.Skills, Installer: s.SkillInstaller},
 		&api.DiagnosticsFeature{Router: s.Router},
 		&api.AgentPackagesFeature{Packages: s.packageService()},
+		&api.PackageInstallsFeature{Installs: s.PackageInstalls},
 	}
 	if s.gw.Logs != nil {
 		fs = append(fs, &api.LogsFeature{Logs: s.gw.Logs})

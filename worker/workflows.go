@@ -20,6 +20,7 @@ var Workflows = []Workflow{
 	{workflows.DeliveryWorkflowName, workflows.Delivery},
 	{workflows.ReconcileWorkflowName, workflows.Reconcile},
 	{workflows.WebhookRunWorkflowName, workflows.WebhookRun},
+	{workflows.PackageInstallWorkflowName, workflows.PackageInstall},
 }
 
 // RegisterWorkflows registers every workflow under its contract name (on a

@@ -47,7 +47,7 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (*ReconcileResult, error
 		err := workflow.ExecuteActivity(importCtx, ActivityReconcileImport,
 			ReconcileImportInput{RunID: res.RunID, Provider: p, Day: day}).Get(ctx, &imp)
 		if err != nil {
-			res.Status, res.Error = "failed", reconcileFailureText(err)
+			res.Status, res.Error = "failed", activityErrorText(err)
 			if ferr := workflow.ExecuteActivity(short, ActivityReconcileFail,
 				ReconcileFailInput{RunID: res.RunID, Error: res.Error}).Get(ctx, nil); ferr != nil {
 				workflow.GetLogger(ctx).Warn("could not record the reconciliation failure", "err", ferr)
@@ -64,9 +64,9 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (*ReconcileResult, error
 	return res, nil
 }
 
-// reconcileFailureText is the application error's message (the activity's
+// activityErrorText is the application error's message (the activity's
 // own text, without Temporal's wrapping).
-func reconcileFailureText(err error) string {
+func activityErrorText(err error) string {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		return app.Message()
