@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
+	"github.com/agentryhq/agentry/dev/testenv"
 )
 
 const ticketSkill = `---
@@ -186,12 +187,10 @@ func TestCLISkillInstall(t *testing.T) {
 }
 
 // TestCLISkillDangerConsentInTmux types the interactive yes a danger
-// verdict needs in a real terminal. Skipped when tmux is not installed.
+// verdict needs in a real terminal. Skipped when tmux is not installed
+// (failed where services are required).
 func TestCLISkillDangerConsentInTmux(t *testing.T) {
-	tmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Skip("tmux is not installed")
-	}
+	tmux := needTmux(t)
 	g := gatewaytest.Start(t, gatewaytest.Options{})
 	h := newHome(t)
 	writeSkillDir(t, filepath.Join(h.Dir, "risky"), map[string]string{"SKILL.md": "---\nname: risky\ndescription: d\ntools: [{name: x, script: x.sh}]\n---\n",
@@ -206,9 +205,43 @@ func TestCLISkillDangerConsentInTmux(t *testing.T) {
 	}
 }
 
+// needTmux returns the path of tmux. Without it the test is skipped, or
+// fails where the test services are required (CI=true or
+// AGENTRY_TEST_REQUIRE_SERVICES=1: dev/provision.sh installs tmux there).
+func needTmux(t *testing.T) string {
+	t.Helper()
+	tmux, err := exec.LookPath("tmux")
+	if err == nil {
+		return tmux
+	}
+	if os.Getenv("CI") == "true" || os.Getenv(testenv.EnvRequireServices) == "1" {
+		t.Fatalf("tmux is required here (CI=true or %s=1) but not installed: %v", testenv.EnvRequireServices, err)
+	}
+	t.Skip("tmux is not installed")
+	return ""
+}
+
 // runInTmux runs cmdline in a fresh tmux session, waits for prompt on the
 // screen, types answer, and returns the screen once EXIT= shows.
 func runInTmux(t *testing.T, tmux string, h *cliHome, cmdline, prompt, answer string) string {
+	t.Helper()
+	answered := false
+	pane := runInTmuxWatching(t, tmux, h, cmdline, func(screen string, typeLine func(string)) {
+		if !answered && strings.Contains(screen, prompt) {
+			typeLine(answer)
+			answered = true
+		}
+	})
+	if !answered {
+		t.Fatalf("the prompt %q never showed:\n%s", prompt, pane)
+	}
+	return pane
+}
+
+// runInTmuxWatching runs cmdline in a fresh tmux session and shows every
+// screen to watch (when not nil; typeLine types a line into the session)
+// until EXIT= shows; it returns that screen.
+func runInTmuxWatching(t *testing.T, tmux string, h *cliHome, cmdline string, watch func(screen string, typeLine func(string))) string {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "tmux.sock")
 	session := "agentry-cli"
@@ -220,28 +253,24 @@ func runInTmux(t *testing.T, tmux string, h *cliHome, cmdline, prompt, answer st
 		}
 		return string(out)
 	}
+	typeLine := func(line string) { tm("send-keys", "-t", session, line, "Enter") }
 	tm("new-session", "-d", "-s", session, "-x", "160", "-y", "50", "-c", h.Dir, "env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+h.Home, "TERM=xterm", "sh")
 	t.Cleanup(func() { exec.Command(tmux, "-S", socket, "kill-server").Run() })
 	for i := 0; i < 100 && strings.TrimSpace(tm("capture-pane", "-p", "-t", session)) == ""; i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	tm("send-keys", "-t", session, cmdline, "Enter")
-	answered := false
+	typeLine(cmdline)
 	deadline := time.Now().Add(60 * time.Second)
 	var pane string
 	for time.Now().Before(deadline) {
 		pane = tm("capture-pane", "-p", "-J", "-t", session, "-S", "-100")
-		if !answered && strings.Contains(pane, prompt) {
-			tm("send-keys", "-t", session, answer, "Enter")
-			answered = true
+		if watch != nil {
+			watch(pane, typeLine)
 		}
 		if strings.Contains(pane, "EXIT=") {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-	if !answered {
-		t.Fatalf("the prompt %q never showed:\n%s", prompt, pane)
 	}
 	return pane
 }
