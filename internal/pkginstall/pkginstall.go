@@ -55,7 +55,7 @@ type Service struct {
 
 // Request is what the client asks for.
 type Request struct {
-	Source          string `json:"source"`
+	Source          string `json:"source" maxlen:"2048"`
 	AllowUnverified bool   `json:"allow_unverified"`
 	AllowHostBuild  bool   `json:"allow_host_build"`
 	Enable          bool   `json:"enable"`
@@ -80,6 +80,12 @@ func ValidateSource(src string) error {
 	u, err := url.Parse(src)
 	if err != nil {
 		return fmt.Errorf("%w: source %q is not a git URL: %v", ErrInvalid, src, err)
+	}
+	// The source is stored in the job and shown in its progress, so it
+	// must not carry a secret; the gateway host reaches private
+	// repositories with its own ssh key or git credential helper.
+	if _, hasPassword := u.User.Password(); hasPassword {
+		return fmt.Errorf("%w: source %s carries a password: jobs store their source, so give the gateway host its own access (ssh key or git credential helper) and use a URL without credentials", ErrInvalid, u.Redacted())
 	}
 	switch u.Scheme {
 	case "https", "http", "ssh", "git":

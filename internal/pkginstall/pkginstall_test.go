@@ -175,7 +175,7 @@ func TestSignedPackageIsVerifiedByATrustedKey(t *testing.T) {
 }
 
 func TestBadSources(t *testing.T) {
-	for _, src := range []string{"", "-uhttps://x", "ftp://example.com/r.git", "https://", "not a url", "file://"} {
+	for _, src := range []string{"", "-uhttps://x", "ftp://example.com/r.git", "https://", "not a url", "file://", "https://bob:hunter2@example.com/a.git"} {
 		if err := ValidateSource(src); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: %v", src, err)
 		}
@@ -184,6 +184,9 @@ func TestBadSources(t *testing.T) {
 		if err := ValidateSource(src); err != nil {
 			t.Errorf("%q: %v", src, err)
 		}
+	}
+	if err := ValidateSource("https://bob:hunter2@example.com/a.git"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a source with a password: %v (refused, without repeating the password)", err)
 	}
 	s, _ := newService(t)
 	notRepo := "file://" + t.TempDir()
