@@ -33,6 +33,9 @@ func (f *PackageInstallsFeature) MapError(err error) *Error {
 	if errors.Is(err, pkginstall.ErrInvalid) {
 		return &Error{Status: fiber.StatusBadRequest, Message: err.Error(), Code: "invalid", Fields: map[string]any{"field": "source"}}
 	}
+	if errors.Is(err, pkginstall.ErrHostBuildNotApproved) {
+		return &Error{Status: fiber.StatusForbidden, Message: err.Error(), Code: "host_build_not_approved", Fields: map[string]any{"field": "allow_host_build"}}
+	}
 	return nil
 }
 

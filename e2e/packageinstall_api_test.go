@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/dev/gatewaytest"
+	"github.com/agentryhq/agentry/dev/gitrepo"
 )
 
 // TestPackageInstallAPIRefusesBadInput: every bad request to
@@ -86,5 +87,34 @@ func TestPackageInstallAPIRefusesBadInput(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(g.Workspace, "data", "package-installs")); len(entries) != 0 {
 		t.Fatalf("a failed job left its checkout: %v", entries)
+	}
+}
+
+// TestPackageInstallHostBuildCatalog: a team gateway builds on its host
+// only sources of package_installs.host_build_catalog; anything else is
+// 403 before a job is recorded, even for an admin.
+func TestPackageInstallHostBuildCatalog(t *testing.T) {
+	src := map[string]string{"agent.yaml": "id: cataloged\n", "agentry-build.sh": "mkdir -p prompts && echo built > prompts/built.md\n"}
+	approved, other := gitrepo.Bare(t, src), gitrepo.Bare(t, src)
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: fmt.Sprintf("server: {edition: team}\npackage_installs: {host_build_catalog: [%q]}\n", approved)})
+	const jobs = "/api/v1/package-installs"
+	r := g.Do("POST", jobs, map[string]any{"source": other, "allow_unverified": true, "allow_host_build": true})
+	if msg, _ := r.JSON["error"].(string); r.Status != 403 || r.JSON["code"] != "host_build_not_approved" || !strings.Contains(msg, "host_build_catalog") {
+		t.Fatalf("a source outside the catalog: %d %s", r.Status, r.Raw)
+	}
+	if r := g.Do("GET", jobs, nil); r.JSON["count"] != float64(0) {
+		t.Fatalf("the refusal recorded a job: %s", r.Raw)
+	}
+	r = g.Do("POST", jobs, map[string]any{"source": approved, "allow_unverified": true, "allow_host_build": true})
+	id, _ := r.JSON["id"].(string)
+	if r.Status != 202 || id == "" {
+		t.Fatalf("a catalog source: %d %s", r.Status, r.Raw)
+	}
+	waitFor(t, 60*time.Second, "the job to end", func() bool {
+		r = g.Do("GET", jobs+"/"+id, nil)
+		return r.JSON["status"] == "failed" || r.JSON["status"] == "succeeded"
+	})
+	if r.JSON["status"] != "succeeded" || r.JSON["agent_id"] != "cataloged" {
+		t.Fatalf("job %s", r.Raw)
 	}
 }

@@ -41,6 +41,9 @@ type Config struct {
 	Workboard     WorkboardConfig   `yaml:"workboard" env:", prefix=WORKBOARD_"`
 	CLI           CLIConfig         `yaml:"cli" env:", prefix=CLI_"`
 	Extra         map[string]any    `yaml:",inline"`
+
+	// PackageInstalls shapes `agentry package install` jobs.
+	PackageInstalls PackageInstallsConfig `yaml:"package_installs,omitempty" env:", prefix=PACKAGE_INSTALLS_"`
 }
 
 // ServerConfig is the HTTP listener.
@@ -100,6 +103,15 @@ type RuntimeConfig struct {
 	ToolOutputCap int `yaml:"tool_output_cap" env:"TOOL_OUTPUT_CAP"`
 
 	Extra map[string]any `yaml:",inline"`
+}
+
+// PackageInstallsConfig shapes package install jobs
+// (docs/package-install.md).
+type PackageInstallsConfig struct {
+	// HostBuildCatalog are the sources that may be built on the gateway
+	// host: exact git URLs, or prefixes ending in "/". When set, only
+	// these; team and scale editions build nothing without it.
+	HostBuildCatalog []string `yaml:"host_build_catalog,omitempty" env:"HOST_BUILD_CATALOG"`
 }
 
 // SSRFConfig guards outbound HTTP made on an agent's or a channel's behalf.

@@ -50,7 +50,9 @@ type Service struct {
 	// TrustedKeys are the signers whose packages count as verified (the
 	// registries' signing keys); nil trusts none.
 	TrustedKeys func() []ed25519.PublicKey
-	Log         *slog.Logger
+	// HostBuilds says which sources may be built on the gateway host.
+	HostBuilds HostBuildPolicy
+	Log        *slog.Logger
 }
 
 // Request is what the client asks for.
@@ -116,6 +118,11 @@ func (s *Service) Start(ctx context.Context, req Request) (*models.PackageInstal
 	req.Source = strings.TrimSpace(req.Source)
 	if err := ValidateSource(req.Source); err != nil {
 		return nil, err
+	}
+	if req.AllowHostBuild {
+		if err := s.HostBuilds.Allows(req.Source); err != nil {
+			return nil, err
+		}
 	}
 	job := &models.PackageInstallJob{ID: NewJobID(), Source: req.Source, AllowUnverified: req.AllowUnverified,
 		AllowHostBuild: req.AllowHostBuild, Enable: req.Enable, Overwrite: req.Overwrite, Status: models.PackageInstallQueued,

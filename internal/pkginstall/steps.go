@@ -211,7 +211,16 @@ func (s *Service) store(ctx context.Context, jobID, step string, p *agentpkg.Pac
 // checkout, with a minimal environment, then packages the result. A
 // script that fails is a refusal (its last output lines are the reason).
 func (s *Service) Build(ctx context.Context, jobID string) error {
-	job, err := s.progress(ctx, jobID, "build", "running "+BuildScript+" on the gateway host", nil)
+	// Checked again here: the policy may have changed since the job was
+	// accepted (a restart with a new configuration).
+	job, err := s.Get(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	if err := s.HostBuilds.Allows(job.Source); err != nil {
+		return refused("%v", err)
+	}
+	job, err = s.progress(ctx, jobID, "build", "running "+BuildScript+" on the gateway host", nil)
 	if err != nil {
 		return err
 	}
