@@ -47,9 +47,14 @@ func (f *PackageInstallsFeature) start(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	// A host build runs the source's code on this machine: admins only.
-	if p := Principal(c); req.AllowHostBuild && (p == nil || p.Role != auth.RoleAdmin) {
+	// A host build runs the source's code on this machine, and a file://
+	// source reads any repository on its disk: admins only.
+	admin := Principal(c) != nil && Principal(c).Role == auth.RoleAdmin
+	if req.AllowHostBuild && !admin {
 		return &Error{Status: fiber.StatusForbidden, Message: "allow_host_build needs the admin role", Code: "forbidden"}
+	}
+	if pkginstall.ReadsHostDisk(req.Source) && !admin {
+		return &Error{Status: fiber.StatusForbidden, Message: "a file:// source reads the gateway host's disk: it needs the admin role", Code: "forbidden"}
 	}
 	job, err := f.Installs.Start(c.UserContext(), req)
 	if errors.Is(err, pkginstall.ErrUnavailable) {

@@ -14,7 +14,8 @@ import (
 
 // TestPackageInstallAPIRefusesBadInput: every bad request to
 // /api/v1/package-installs is refused with the right 4xx in the error
-// envelope and records nothing; a git URL that is not a repository is a
+// envelope and records nothing (a file:// source, which reads the gateway
+// host's disk, is admin only); a git URL that is not a repository is a
 // job that fails with a reason naming the cause and installs nothing.
 func TestPackageInstallAPIRefusesBadInput(t *testing.T) {
 	const (
@@ -38,7 +39,8 @@ func TestPackageInstallAPIRefusesBadInput(t *testing.T) {
 	}{
 		{"no key", "", good, 401, ""},
 		{"viewer", viewKey, good, 403, ""},
-		{"host build by an operator", opKey, map[string]any{"source": notRepo, "allow_host_build": true}, 403, "admin"},
+		{"host build by an operator", opKey, map[string]any{"source": "https://example.com/a.git", "allow_host_build": true}, 403, "admin"},
+		{"file:// by an operator", opKey, good, 403, "admin"},
 		{"empty body", gatewaytest.TestAPIKey, "", 400, "JSON object"},
 		{"not JSON", gatewaytest.TestAPIKey, "source=x", 400, "not valid JSON"},
 		{"wrong type", gatewaytest.TestAPIKey, `{"source": 7}`, 400, "source"},
@@ -69,7 +71,7 @@ func TestPackageInstallAPIRefusesBadInput(t *testing.T) {
 	}
 
 	// Well-formed, but not a repository: the job fails and says why.
-	r := g.DoAs(opKey, "POST", jobs, good)
+	r := g.Do("POST", jobs, good)
 	id, _ := r.JSON["id"].(string)
 	if r.Status != 202 || !strings.HasPrefix(id, "pkginstall-") {
 		t.Fatalf("start: %d %s", r.Status, r.Raw)

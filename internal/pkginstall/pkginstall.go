@@ -104,6 +104,13 @@ func ValidateSource(src string) error {
 	return nil
 }
 
+// ReadsHostDisk reports whether source names a repository on the gateway
+// host's own disk (file://), which only admins may install from.
+func ReadsHostDisk(source string) bool {
+	scheme, _, ok := strings.Cut(strings.TrimSpace(source), ":")
+	return ok && strings.EqualFold(scheme, "file")
+}
+
 // NewJobID is a fresh job id ("pkginstall-" and 16 hex digits).
 func NewJobID() string {
 	b := make([]byte, 8)

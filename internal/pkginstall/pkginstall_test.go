@@ -188,6 +188,11 @@ func TestBadSources(t *testing.T) {
 	if err := ValidateSource("https://bob:hunter2@example.com/a.git"); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("a source with a password: %v (refused, without repeating the password)", err)
 	}
+	for src, want := range map[string]bool{"file:///srv/a.git": true, " FILE:///srv/a.git": true, "https://example.com/file:x": false, "file@example.com:a.git": false} {
+		if ReadsHostDisk(src) != want {
+			t.Errorf("ReadsHostDisk(%q) != %v", src, want)
+		}
+	}
 	s, _ := newService(t)
 	notRepo := "file://" + t.TempDir()
 	refusal(t, runSteps(s, newJob(t, s, Request{Source: notRepo, AllowUnverified: true})), "not a git repository")
