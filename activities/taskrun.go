@@ -96,6 +96,27 @@ func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutco
 	return nil
 }
 
+// TaskRunWait records that a run parks (waiting for budget, event
+// run.waiting) or resumes (run.resumed). Repeating it changes nothing.
+func (a *TaskRunActivities) TaskRunWait(ctx context.Context, in workflows.RunWaitInput) error {
+	w := models.RunWait{RunID: in.Run.RunID, Attempt: in.Run.Attempt, Turn: in.Turn, WaitingFor: in.WaitingFor, Code: in.Code,
+		Reason: in.Reason, Until: in.Until, Waited: in.Waited}
+	var err error
+	if in.Resume {
+		_, err = a.Store.ResumeRun(ctx, w)
+	} else {
+		_, err = a.Store.ParkRun(ctx, w)
+	}
+	if errors.Is(err, models.ErrNotFound) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("record wait of run %d: %w", in.Run.RunID, err)
+	}
+	a.notify()
+	return nil
+}
+
 // TaskRunLLMTurn makes one LLM call of a task run through the router
 // (admission and settlement included) with a stable call id.
 func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
@@ -234,8 +255,10 @@ func LLMStepError(ctx context.Context, err error) error {
 	}
 	// A rate limit, quota window or open breaker clears with time: retry
 	// when governance says it may succeed (same call id, so one ledger row).
+	// A token quota that frees up only later than a retry may wait is a
+	// refusal like a hard budget: a task run parks for it (budget waits).
 	var rej *costs.Rejection
-	if errors.As(err, &rej) && rej.RetryAfter > 0 {
+	if errors.As(err, &rej) && rej.RetryAfter > 0 && !(rej.Code == costs.CodeQuota && rej.RetryAfter > llm.MaxRetryAfter) {
 		return temporal.NewApplicationErrorWithOptions(err.Error(), workflows.ErrTypeCostThrottled,
 			temporal.ApplicationErrorOptions{NextRetryDelay: min(rej.RetryAfter, llm.MaxRetryAfter)})
 	}

@@ -238,11 +238,17 @@ func TestLLMTurnClassifiesErrors(t *testing.T) {
 
 // throttlingGate rejects every call the way cost governance rejects a call
 // that may pass later (a rate limit with Retry-After).
-type throttlingGate struct{ code string }
+type throttlingGate struct {
+	code  string
+	retry time.Duration
+}
 
 func (g throttlingGate) Admit(context.Context, *llm.Call) (llm.Admission, error) {
 	if g.code == costs.CodeRateLimited {
 		return nil, &costs.Rejection{Code: g.code, Message: "rate limited", RetryAfter: 2 * time.Second}
+	}
+	if g.code == costs.CodeQuota {
+		return nil, &costs.Rejection{Code: g.code, Message: "token quota", RetryAfter: g.retry}
 	}
 	return nil, &costs.Rejection{Code: g.code, Message: "budget exceeded"}
 }
@@ -267,6 +273,16 @@ func TestLLMTurnRetriesThrottledCallsAfterRetryAfter(t *testing.T) {
 	var code string
 	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeCostRejected || !app.NonRetryable() || app.Details(&code) != nil || code != costs.CodeBudgetExceeded {
 		t.Fatalf("budget: %v (code %q)", err, code)
+	}
+	// A token quota that frees up soon is throttling; one that frees up
+	// only hours later is a refusal a task run waits out (budget waits).
+	router.SetGate(throttlingGate{code: costs.CodeQuota, retry: 10 * time.Second})
+	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeCostThrottled || app.NextRetryDelay() != 10*time.Second {
+		t.Fatalf("short quota wait: %v", err)
+	}
+	router.SetGate(throttlingGate{code: costs.CodeQuota, retry: 3 * time.Hour})
+	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeCostRejected || !app.NonRetryable() || app.Details(&code) != nil || code != costs.CodeQuota {
+		t.Fatalf("quota: %v (code %q)", err, code)
 	}
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,7 +21,27 @@ import (
 // are the part of the workspace that reloads live.
 type ConfigFeature struct {
 	Config *config.Loaded
-	mu     sync.Mutex
+	// CostsChanged, when set, applies the budget keys (LiveCostKeys) at
+	// once: it gets the running configuration with those keys as the file
+	// now has them (cost governance reconfigures, runs waiting for budget
+	// are told).
+	CostsChanged func(ctx context.Context, cfg *config.Config) error
+	mu           sync.Mutex
+	// live is the configuration cost governance runs with since the last
+	// live change (nil: the one loaded at start).
+	live *config.Config
+}
+
+// LiveCostKeys are the keys PATCH /config applies without a restart (when
+// CostsChanged is set): the budgets and quotas a run may be waiting on.
+var LiveCostKeys = map[string]func(dst, src *config.Config){
+	"costs.enforcement_mode":           func(d, s *config.Config) { d.Costs.EnforcementMode = s.Costs.EnforcementMode },
+	"costs.daily_budget_usd":           func(d, s *config.Config) { d.Costs.DailyBudgetUSD = s.Costs.DailyBudgetUSD },
+	"costs.monthly_budget_usd":         func(d, s *config.Config) { d.Costs.MonthlyBudgetUSD = s.Costs.MonthlyBudgetUSD },
+	"costs.per_user_daily_budget_usd":  func(d, s *config.Config) { d.Costs.PerUserDailyBudgetUSD = s.Costs.PerUserDailyBudgetUSD },
+	"costs.per_agent_daily_budget_usd": func(d, s *config.Config) { d.Costs.PerAgentDailyBudgetUSD = s.Costs.PerAgentDailyBudgetUSD },
+	"rate_limit.per_user_tokens_day":   func(d, s *config.Config) { d.RateLimit.PerUserTokensDay = s.RateLimit.PerUserTokensDay },
+	"rate_limit.per_agent_tokens_day":  func(d, s *config.Config) { d.RateLimit.PerAgentTokensDay = s.RateLimit.PerAgentTokensDay },
 }
 
 // Register implements Feature.
@@ -105,13 +126,53 @@ func (f *ConfigFeature) patch(c *fiber.Ctx) error {
 	if changed == nil {
 		changed = []string{}
 	}
-	return c.JSON(fiber.Map{"config": tree, "path": path, "changed": changed, "restart_required": len(changed) > 0,
-		"note": restartNote(changed)})
+	applied, later, err := f.applyLive(c.UserContext(), changed, &cfg)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"config": tree, "path": path, "changed": changed, "applied": applied, "restart_required": len(later) > 0,
+		"note": restartNote(applied, later)})
 }
 
-func restartNote(changed []string) string {
-	if len(changed) == 0 {
-		return "nothing changed"
+// applyLive applies the changed budget keys to the running gateway (the
+// other changes wait for a restart): the running configuration with those
+// keys taken from the file's new state goes to CostsChanged.
+func (f *ConfigFeature) applyLive(ctx context.Context, changed []string, file *config.Config) (applied, later []string, err error) {
+	applied, later = []string{}, []string{}
+	for _, k := range changed {
+		if _, ok := LiveCostKeys[k]; ok && f.CostsChanged != nil {
+			applied = append(applied, k)
+		} else {
+			later = append(later, k)
+		}
 	}
-	return "written to the config file; restart the gateway to apply: " + strings.Join(changed, ", ")
+	if len(applied) == 0 {
+		return applied, later, nil
+	}
+	// Only the changed keys: the others may come from the environment or
+	// from earlier live changes, not from the file.
+	running := f.Config.Config
+	if f.live != nil {
+		running = *f.live
+	}
+	for _, k := range applied {
+		LiveCostKeys[k](&running, file)
+	}
+	if err := f.CostsChanged(ctx, &running); err != nil {
+		return nil, nil, fmt.Errorf("written to the config file, but applying it failed (restart to apply): %w", err)
+	}
+	f.live = &running
+	return applied, later, nil
+}
+
+func restartNote(applied, later []string) string {
+	switch {
+	case len(applied) == 0 && len(later) == 0:
+		return "nothing changed"
+	case len(later) == 0:
+		return "written to the config file and applied: " + strings.Join(applied, ", ")
+	case len(applied) == 0:
+		return "written to the config file; restart the gateway to apply: " + strings.Join(later, ", ")
+	}
+	return "written to the config file; applied: " + strings.Join(applied, ", ") + "; restart the gateway to apply: " + strings.Join(later, ", ")
 }

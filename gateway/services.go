@@ -232,6 +232,18 @@ func (s *Services) addWorkboard() {
 	s.Approvals = &approvals.Service{Client: g.Temporal, Store: g.Store, Events: s.Events}
 }
 
+// costsChanged applies changed budgets and quotas (PATCH /config) to cost
+// governance and tells the runs waiting for budget to try again.
+func (s *Services) costsChanged(ctx context.Context, cfg *config.Config) error {
+	if err := s.Costs.Reconfigure(ctx, cfg); err != nil {
+		return err
+	}
+	if n, err := s.TaskRuns.NudgeBudgetWaits(ctx); err != nil {
+		s.log.Warn("telling runs waiting for budget about the change failed; they check again on their timer", "told", n, "err", err)
+	}
+	return nil
+}
+
 // NewRouter builds the LLM router from llm.providers. API keys come from the
 // variable named by api_key_env (preferred) or api_key.
 func NewRouter(cfg *config.Config) (*llm.Router, error) {
@@ -267,7 +279,7 @@ func (s *Services) Features() []api.Feature {
 	fs := []api.Feature{
 		&api.AgentsFeature{Agents: s.Agents},
 		&api.ChatFeature{Chat: s.Chat, Hangups: hangup.New(0)},
-		&api.ConfigFeature{Config: s.gw.Config},
+		&api.ConfigFeature{Config: s.gw.Config, CostsChanged: s.costsChanged},
 		&api.CostsFeature{Costs: s.Costs},
 		&api.ReconciliationFeature{Runner: s.Reconciler, Store: s.gw.Store, Logger: s.log},
 		&api.WorkboardFeature{Enabled: s.gw.Config.Workboard.Enabled, Store: s.gw.Store, Runs: s.TaskRuns, Events: s.Events,

@@ -18,7 +18,7 @@ func TestContractActivityNamesAreRegisteredMethods(t *testing.T) {
 		names []string
 	}{
 		{&activities.TaskRunActivities{}, []string{workflows.ActivityTaskRunStart, workflows.ActivityTaskRunFinish,
-			workflows.ActivityTaskRunLLMTurn, workflows.ActivityTaskRunTool}},
+			workflows.ActivityTaskRunLLMTurn, workflows.ActivityTaskRunTool, workflows.ActivityTaskRunWait}},
 		{&activities.ApprovalActivities{}, []string{workflows.ActivityApprovalRequest, workflows.ActivityApprovalDone}},
 		{&activities.ScheduledActivities{}, []string{workflows.ActivityScheduledAgentRun, workflows.ActivityScheduledAgentRecord}},
 		{&activities.DeliveryActivities{}, []string{workflows.ActivityDeliveryAttempt, workflows.ActivityDeliveryFinish}},

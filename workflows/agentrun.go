@@ -56,6 +56,13 @@ type agentRun struct {
 	deadline time.Time
 	parked   bool
 	pending  *pendingApproval
+
+	// budgetWait bounds the time the run may park waiting for budget in
+	// all (0: a budget refusal fails it); budgetWaited is what it used so
+	// far; waitStep is the local activity that records parks
+	// (budgetwait.go).
+	budgetWait, budgetWaited time.Duration
+	waitStep                 string
 }
 
 // errContinueAsNew stops the loop between turns so the workflow can
@@ -70,8 +77,10 @@ type agentRunResult struct {
 	// next is set when the run should continue as new from it.
 	next *agent.Checkpoint
 	// deadline is the run's deadline as it stands now (moved by parked
-	// time): a continue-as-new carries it.
-	deadline time.Time
+	// time) and budgetWaited the time parked for budget so far: a
+	// continue-as-new carries both.
+	deadline     time.Time
+	budgetWaited time.Duration
 }
 
 // runUntil drives the loop from a checkpoint (nil: the start) until it
@@ -79,7 +88,7 @@ type agentRunResult struct {
 // cancelled or the history asks for a continue-as-new.
 func (r *agentRun) runUntil(ctx workflow.Context, from *agent.Checkpoint, deadline time.Time) (res agentRunResult) {
 	r.deadline = deadline
-	defer func() { res.deadline = r.deadline }()
+	defer func() { res.deadline, res.budgetWaited = r.deadline, r.budgetWaited }()
 	if len(r.approvals.Tools) > 0 {
 		if err := r.handleApprovals(ctx); err != nil {
 			res.err = err
@@ -155,8 +164,11 @@ func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 	ctx := workflow.WithActivityOptions(e.ctx, e.run.llmOpts)
 	n := len(t.Request.Messages)
 	var resp llm.Response
-	err := workflow.ExecuteActivity(ctx, e.run.llmStep, LLMTurnInput{
-		Run: e.run.ref, Turn: t.Turn, Messages: n, ToolChoice: t.Request.ToolChoice}).Get(ctx, &resp)
+	in := LLMTurnInput{Run: e.run.ref, Turn: t.Turn, Messages: n, ToolChoice: t.Request.ToolChoice}
+	err := workflow.ExecuteActivity(ctx, e.run.llmStep, in).Get(ctx, &resp)
+	if code, ok := budgetRefusal(err); ok && e.run.budgetWait > 0 {
+		err = e.waitForBudget(in, code, err, &resp)
+	}
 	if err != nil {
 		return nil, stepError(err)
 	}

@@ -88,7 +88,7 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 		run := &agentRun{ref: ref, outline: in.Agent, llmStep: ActivityTaskRunLLMTurn, toolStep: ActivityTaskRunTool,
 			llmOpts: llmActivityOptions, toolOpts: toolActivityOptions, continueAfter: in.ContinueAfterEvents,
 			onTurn:    func(turn int, u llm.Usage) { progress.Turns, progress.Usage = turn, progress.Usage.Add(u) },
-			approvals: in.Approvals,
+			approvals: in.Approvals, budgetWait: in.BudgetWait, budgetWaited: in.BudgetWaited, waitStep: ActivityTaskRunWait,
 			onWait: func(waitingFor string) {
 				progress.Status, progress.WaitingFor = models.RunRunning, waitingFor
 				if waitingFor != "" {
@@ -100,7 +100,7 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 			// Same workflow id, same run record, same deadline: the run
 			// goes on in a fresh history.
 			next := in
-			next.Continuation, next.Deadline = res.next, res.deadline
+			next.Continuation, next.Deadline, next.BudgetWaited = res.next, res.deadline, res.budgetWaited
 			return nil, workflow.NewContinueAsNewError(ctx, TaskRunWorkflowName, next)
 		}
 	}
@@ -151,6 +151,10 @@ func timeoutOf(in TaskRunInput) time.Duration {
 // 400: ...") and drops Temporal's wrapping (event ids, worker identity),
 // while errors.As still reaches the original error.
 func stepError(err error) error {
+	var clean *cleanError
+	if errors.As(err, &clean) {
+		return err // already says what happened
+	}
 	var canceled *temporal.CanceledError
 	var app *temporal.ApplicationError
 	var timeout *temporal.TimeoutError

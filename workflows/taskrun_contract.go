@@ -67,6 +67,12 @@ type TaskRunInput struct {
 	// Approvals are the tools a person must approve before the run calls
 	// them (the agent's approvals block as resolved when requested).
 	Approvals ApprovalPolicy `json:"approvals,omitempty"`
+	// BudgetWait is costs.run_budget_wait as resolved when requested: how
+	// long in all the run may park waiting for budget (0: a budget or
+	// quota refusal fails it). BudgetWaited is the time it parked so far,
+	// carried across continue-as-new.
+	BudgetWait   time.Duration `json:"budget_wait,omitempty"`
+	BudgetWaited time.Duration `json:"budget_waited,omitempty"`
 }
 
 func (in TaskRunInput) ref() RunRef {

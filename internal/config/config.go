@@ -343,23 +343,27 @@ type LogConfig struct {
 
 // CostsConfig is LLM cost governance.
 type CostsConfig struct {
-	EnforcementMode          string                 `yaml:"enforcement_mode" env:"ENFORCEMENT_MODE"`
-	UnknownPricing           string                 `yaml:"unknown_pricing" env:"UNKNOWN_PRICING"`
-	DailyBudgetUSD           float64                `yaml:"daily_budget_usd,omitempty" env:"DAILY_BUDGET_USD"`
-	MonthlyBudgetUSD         float64                `yaml:"monthly_budget_usd,omitempty" env:"MONTHLY_BUDGET_USD"`
-	PerUserDailyBudgetUSD    float64                `yaml:"per_user_daily_budget_usd,omitempty" env:"PER_USER_DAILY_BUDGET_USD"`
-	PerAgentDailyBudgetUSD   float64                `yaml:"per_agent_daily_budget_usd,omitempty" env:"PER_AGENT_DAILY_BUDGET_USD"`
-	AlertThreshold           float64                `yaml:"alert_threshold" env:"ALERT_THRESHOLD"`
-	DefaultMaxOutputTokens   int                    `yaml:"default_max_output_tokens" env:"DEFAULT_MAX_OUTPUT_TOKENS"`
-	MaxOutputTokensCeiling   int                    `yaml:"max_output_tokens_ceiling" env:"MAX_OUTPUT_TOKENS_CEILING"`
-	ConfirmationThresholdUSD float64                `yaml:"confirmation_threshold_usd,omitempty" env:"CONFIRMATION_THRESHOLD_USD"`
-	ReservationTTL           time.Duration          `yaml:"reservation_ttl" env:"RESERVATION_TTL"`
-	MaxConcurrentPerProvider int                    `yaml:"max_concurrent_per_provider,omitempty" env:"MAX_CONCURRENT_PER_PROVIDER"`
-	CircuitFailureThreshold  int                    `yaml:"circuit_failure_threshold" env:"CIRCUIT_FAILURE_THRESHOLD"`
-	CircuitCooldown          time.Duration          `yaml:"circuit_cooldown" env:"CIRCUIT_COOLDOWN"`
-	Pricing                  map[string]PriceConfig `yaml:"pricing,omitempty"`
-	Reconciliation           ReconciliationConfig   `yaml:"reconciliation" env:", prefix=RECONCILIATION_"`
-	Extra                    map[string]any         `yaml:",inline"`
+	EnforcementMode          string        `yaml:"enforcement_mode" env:"ENFORCEMENT_MODE"`
+	UnknownPricing           string        `yaml:"unknown_pricing" env:"UNKNOWN_PRICING"`
+	DailyBudgetUSD           float64       `yaml:"daily_budget_usd,omitempty" env:"DAILY_BUDGET_USD"`
+	MonthlyBudgetUSD         float64       `yaml:"monthly_budget_usd,omitempty" env:"MONTHLY_BUDGET_USD"`
+	PerUserDailyBudgetUSD    float64       `yaml:"per_user_daily_budget_usd,omitempty" env:"PER_USER_DAILY_BUDGET_USD"`
+	PerAgentDailyBudgetUSD   float64       `yaml:"per_agent_daily_budget_usd,omitempty" env:"PER_AGENT_DAILY_BUDGET_USD"`
+	AlertThreshold           float64       `yaml:"alert_threshold" env:"ALERT_THRESHOLD"`
+	DefaultMaxOutputTokens   int           `yaml:"default_max_output_tokens" env:"DEFAULT_MAX_OUTPUT_TOKENS"`
+	MaxOutputTokensCeiling   int           `yaml:"max_output_tokens_ceiling" env:"MAX_OUTPUT_TOKENS_CEILING"`
+	ConfirmationThresholdUSD float64       `yaml:"confirmation_threshold_usd,omitempty" env:"CONFIRMATION_THRESHOLD_USD"`
+	ReservationTTL           time.Duration `yaml:"reservation_ttl" env:"RESERVATION_TTL"`
+	MaxConcurrentPerProvider int           `yaml:"max_concurrent_per_provider,omitempty" env:"MAX_CONCURRENT_PER_PROVIDER"`
+	CircuitFailureThreshold  int           `yaml:"circuit_failure_threshold" env:"CIRCUIT_FAILURE_THRESHOLD"`
+	CircuitCooldown          time.Duration `yaml:"circuit_cooldown" env:"CIRCUIT_COOLDOWN"`
+	// RunBudgetWait bounds how long, in all, a task run may park waiting
+	// for budget (a hard budget or token quota refusing its next turn)
+	// before it fails; 0 fails it at the first refusal.
+	RunBudgetWait  time.Duration          `yaml:"run_budget_wait" env:"RUN_BUDGET_WAIT"`
+	Pricing        map[string]PriceConfig `yaml:"pricing,omitempty"`
+	Reconciliation ReconciliationConfig   `yaml:"reconciliation" env:", prefix=RECONCILIATION_"`
+	Extra          map[string]any         `yaml:",inline"`
 }
 
 // PriceConfig is the price of one provider/model, per million tokens.

@@ -2,6 +2,12 @@ package config
 
 import "time"
 
+// DefaultRunBudgetWait is costs.run_budget_wait when unset: long enough for
+// a person to raise a budget or for reservations to be released, short
+// enough not to hold a task overnight (set 24h to wait for a daily budget
+// to roll over).
+const DefaultRunBudgetWait = time.Hour
+
 // Defaults is the configuration of a fresh install: loopback only, port
 // 18789, the embedded Temporal server and SQLite, Ollama as the provider.
 func Defaults() Config {
@@ -40,6 +46,7 @@ func Defaults() Config {
 			ReservationTTL:          15 * time.Minute,
 			CircuitFailureThreshold: 5,
 			CircuitCooldown:         30 * time.Second,
+			RunBudgetWait:           DefaultRunBudgetWait,
 			Reconciliation:          ReconciliationConfig{Interval: time.Hour, VarianceAlertThreshold: 0.05},
 		},
 		Temporal: TemporalConfig{

@@ -152,6 +152,9 @@ func validateCosts(c *CostsConfig, bad func(key, format string, args ...any)) {
 	if !slices.Contains([]string{"allow", "block"}, c.UnknownPricing) {
 		bad("costs.unknown_pricing", "unknown value %q (use allow or block)", c.UnknownPricing)
 	}
+	if c.RunBudgetWait < 0 {
+		bad("costs.run_budget_wait", "must not be negative (0 fails a run at the first budget refusal)")
+	}
 	for key, v := range map[string]float64{
 		"daily_budget_usd": c.DailyBudgetUSD, "monthly_budget_usd": c.MonthlyBudgetUSD,
 		"per_user_daily_budget_usd": c.PerUserDailyBudgetUSD, "per_agent_daily_budget_usd": c.PerAgentDailyBudgetUSD,

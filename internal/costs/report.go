@@ -409,11 +409,14 @@ type Status struct {
 		PendingCalls   int64      `json:"pending_calls"`
 	} `json:"in_flight"`
 	// The figures below cover the current UTC day ("window": "day").
-	Window             string      `json:"window"`
-	UnknownPricedCalls int64       `json:"unknown_priced_calls"`
-	EstimatedCalls     int64       `json:"estimated_usage_calls"`
-	Attribution        Attribution `json:"attribution"`
-	Rejections         struct {
+	Window string `json:"window"`
+	// RunsWaitingForBudget counts the task runs parked now because a
+	// budget or quota refused their next turn (costs.run_budget_wait).
+	RunsWaitingForBudget int64       `json:"runs_waiting_for_budget"`
+	UnknownPricedCalls   int64       `json:"unknown_priced_calls"`
+	EstimatedCalls       int64       `json:"estimated_usage_calls"`
+	Attribution          Attribution `json:"attribution"`
+	Rejections           struct {
 		Total    int64            `json:"total"`
 		ByReason map[string]int64 `json:"by_reason"`
 	} `json:"rejections"`
@@ -507,6 +510,9 @@ func (c *Controller) Status(ctx context.Context) (*Status, error) {
 	st.Retries.Attempts, st.Retries.RetriedCalls = daySum.Attempts, daySum.RetriedCalls
 	st.Retries.RetryAttempts = daySum.RetryAttempts
 	st.ReservationOverruns = daySum.Overruns
+	if st.RunsWaitingForBudget, err = c.store.CountRunsWaitingFor(ctx, models.WaitingForBudget); err != nil {
+		return nil, err
+	}
 
 	// Pricing coverage: configured models and models called this month.
 	seen := map[string]bool{}

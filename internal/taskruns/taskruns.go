@@ -119,12 +119,15 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	in := workflows.TaskRunInput{
 		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
 		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: sha,
-		Approvals: workflows.PolicyOf(def.Approvals),
+		Approvals: workflows.PolicyOf(def.Approvals), BudgetWait: r.Config.Costs.RunBudgetWait,
 	}
 	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {
 		execTimeout = r.Timeout + 5*time.Minute
 	}
+	// Time parked for budget does not count toward the run's bound; the
+	// backstop leaves room for all of it.
+	execTimeout += in.BudgetWait
 	if len(in.Approvals.Tools) > 0 {
 		// A run may park for people (each wait bounded by the approval
 		// timeout, parked time not counted): no backstop could know how
@@ -162,6 +165,31 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	}
 	// The worker may already have marked the run running.
 	return r.Store.RunByID(ctx, run.ID)
+}
+
+// NudgeBudgetWaits tells every run waiting for budget that the cost
+// configuration changed (workflows.SignalCostsChanged): each tries its
+// refused turn again at once instead of at its next timer. It returns how
+// many runs were told; a run whose workflow is gone is skipped.
+func (r *Service) NudgeBudgetWaits(ctx context.Context) (int, error) {
+	runs, err := r.Store.RunsWaitingFor(ctx, models.WaitingForBudget)
+	if err != nil {
+		return 0, err
+	}
+	told := 0
+	var errs []error
+	for _, run := range runs {
+		err := r.Client.SignalWorkflow(ctx, run.WorkflowID, "", workflows.SignalCostsChanged, nil)
+		var nf *serviceerror.NotFound
+		switch {
+		case err == nil:
+			told++
+		case errors.As(err, &nf):
+		default:
+			errs = append(errs, fmt.Errorf("signal run %d: %w", run.ID, err))
+		}
+	}
+	return told, errors.Join(errs...)
 }
 
 func (r *Service) taskQueue() string {

@@ -5,7 +5,8 @@
 // would break runs in flight fails `make test` instead of a deploy.
 //
 // The approval history (TaskRun-approval.json) is recorded by
-// TestRecordApproval alone: go test ./workflows/replay -run TestRecordApproval -update.
+// TestRecordApproval alone: go test ./workflows/replay -run TestRecordApproval -update;
+// the budget-wait history (TaskRun-budget-wait.json) by TestRecordBudgetWait.
 //
 // Re-record after an intended change of a workflow (and follow the
 // versioning policy in docs/decisions.md first):
