@@ -188,6 +188,8 @@ func TestMCPRegistrationBadInputAndPolicy(t *testing.T) {
 	closed.Close()
 	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>not mcp</html>")) }))
 	defer html.Close()
+	malformed := httptest.NewServer(mcpserver.Handler(mcpserver.NewMalformed()))
+	defer func() { malformed.CloseClientConnections(); malformed.Close() }()
 
 	cases := []struct {
 		name   string
@@ -197,6 +199,7 @@ func TestMCPRegistrationBadInputAndPolicy(t *testing.T) {
 	}{
 		{"unreachable", map[string]any{"transport": "http", "url": closedURL}, 502, "mcp server bad"},
 		{"not mcp", map[string]any{"transport": "http", "url": html.URL}, 502, "mcp server bad"},
+		{"malformed tool list", map[string]any{"transport": "http", "url": malformed.URL}, 502, "malformed tool list"},
 		{"outside mcp-servers", map[string]any{"transport": "stdio", "command": outside}, 403, "outside the managed directory"},
 		{"symlink out", map[string]any{"transport": "stdio", "command": "escape"}, 403, "outside the managed directory"},
 		{"missing command", map[string]any{"transport": "stdio", "command": "nope"}, 403, "does not resolve"},

@@ -121,3 +121,14 @@ func RunStdio(ctx context.Context, s *mcp.Server) error {
 func Handler(s *mcp.Server) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 }
+
+// NewMalformed builds a server whose tool list a client must refuse: its
+// one tool has an input schema that says "object" (all the SDK checks)
+// but whose property type is not a JSON Schema type name.
+func NewMalformed() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "agentry-dev-malformed", Version: "1.0.0"}, nil)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": 42}}}
+	s.AddTool(&mcp.Tool{Name: "broken", InputSchema: schema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("never"), nil })
+	return s
+}

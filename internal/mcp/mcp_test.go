@@ -176,6 +176,7 @@ func TestUnreachableServers(t *testing.T) {
 		"closed port":   {ID: "gone", Transport: TransportHTTP, URL: url},
 		"not mcp":       {ID: "plain", Transport: TransportHTTP, URL: notMCP(t)},
 		"hangs on init": {ID: "hang", Transport: TransportStdio, Command: "/bin/sh", Args: []string{"-c", "sleep 30"}},
+		"malformed":     {ID: "broken", Transport: TransportHTTP, URL: malformedServer(t)},
 	}
 	for name, spec := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -184,11 +185,21 @@ func TestUnreachableServers(t *testing.T) {
 			if !errors.As(err, &ue) || ue.ServerID != spec.ID {
 				t.Fatalf("want an UnreachableError naming %s, got %v", spec.ID, err)
 			}
+			if spec.ID == "broken" && !strings.Contains(err.Error(), "malformed tool list: tool broken") {
+				t.Fatalf("the refusal says what is wrong: %v", err)
+			}
 		})
 	}
 	if len(m.Status()) != 0 {
 		t.Fatalf("a failed dial must install nothing: %+v", m.Status())
 	}
+}
+
+// malformedServer serves mcpserver.NewMalformed over streamable HTTP.
+func malformedServer(t *testing.T) string {
+	ts := httptest.NewServer(mcpserver.Handler(mcpserver.NewMalformed()))
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	return ts.URL
 }
 
 func notMCP(t *testing.T) string {
