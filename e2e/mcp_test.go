@@ -16,6 +16,7 @@ import (
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
 	"github.com/agentryhq/agentry/dev/mcpserver"
+	"github.com/agentryhq/agentry/models"
 )
 
 const (
@@ -310,5 +311,54 @@ func TestMCPTaskRunToolEvents(t *testing.T) {
 	// arguments; the tool result it reads back is what must be masked.)
 	if strings.Contains(string(last.Body), "error: leaked "+mcpEnvSecret) || !strings.Contains(string(last.Body), "error: leaked [REDACTED]") {
 		t.Fatalf("the tool result the model read is not scrubbed: %s", last.Body)
+	}
+}
+
+// TestMCPScheduledFiringCallsToolAsActivity: a cron agent's firing calls an
+// MCP tool (the stdio dev server); the call is a ScheduledTool activity in
+// the firing's history and the reply built on its result is delivered.
+func TestMCPScheduledFiringCallsToolAsActivity(t *testing.T) {
+	rcv := newSigReceiver(t, "")
+	ws := t.TempDir()
+	managedStdioServer(t, ws, "devserver")
+	agentDef := strings.Replace(reporterAgent, "@every 2s", "0 0 1 1 *", 1) + "mcp: [local]\n"
+	g := gatewaytest.Start(t, gatewaytest.Options{Workspace: ws, Agents: map[string]string{"reporter.yaml": agentDef},
+		Config: deliveryConfig(rcv.URL(), "", "") + fmt.Sprintf("mcp:\n  local: {transport: stdio, command: %q}\n", filepath.Join(ws, "mcp-servers", "devserver"))})
+	deleteScheduleAfter(t, gatewaytest.SharedTemporal(t), g.Config.Temporal.TaskQueue+":schedule:reporter")
+	g.Fake.Script(
+		fakellm.Rule{Contains: "scheduled echo", Times: 1, Reply: "Reported after the tool."},
+		fakellm.Rule{Contains: "status report please", Times: 1, ToolCalls: []fakellm.ToolCall{
+			fakellm.NewToolCall("mcp__local__echo", map[string]any{"text": "scheduled echo"}),
+		}},
+	)
+	tr := g.Do("POST", "/api/v1/schedules/reporter/trigger", nil)
+	if tr.Status != 202 {
+		t.Fatalf("trigger: %d %s", tr.Status, tr.Raw)
+	}
+	wid := tr.JSON["workflow_id"].(string)
+	var run models.ScheduleRun
+	waitUntil(t, 60*time.Second, "the firing's end", func() bool {
+		return g.Store.DB.First(&run, "workflow_id = ?", wid).Error == nil && run.Status != "running"
+	})
+	if run.Status != "succeeded" {
+		t.Fatalf("firing %+v (provider calls %d)", run, g.Fake.CallCount())
+	}
+	waitUntil(t, 30*time.Second, "the delivered reply", func() bool { return len(scheduledBodies(rcv)) >= 1 })
+	if b := scheduledBodies(rcv)[0]; b["text"] != "Reported after the tool." {
+		t.Fatalf("delivered %v", b)
+	}
+	tools := 0
+	iter := g.Temporal.GetWorkflowHistory(context.Background(), wid, "", false, 0)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "ScheduledTool" {
+			tools++
+		}
+	}
+	if tools != 1 {
+		t.Fatalf("%d ScheduledTool activities in the firing's history, want 1", tools)
 	}
 }
