@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // Kinds of entries.
@@ -133,7 +134,7 @@ func (l *Log) Write(e Entry) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
-	line, err := json.Marshal(e)
+	line, err := json.Marshal(e.scrubbed())
 	if err != nil {
 		l.onError(err)
 		return
@@ -258,4 +259,24 @@ func lastLines(p string, n int) ([]string, error) {
 		lines = lines[len(lines)-n:]
 	}
 	return lines, nil
+}
+
+// scrubbed is the entry with secrets removed from every text a caller can
+// put in it (internal/scrub): path parameters, the subject, the request id
+// header, the reason. An audit file must never hold a key someone put in a
+// path. Method, route template, role and outcome are the gateway's own
+// vocabulary and are written as they are (scrubbing is not free: a busy
+// gateway writes many lines).
+func (e Entry) scrubbed() Entry {
+	for _, f := range []*string{&e.Subject, &e.Reason, &e.RequestID, &e.RemoteIP} {
+		*f = scrub.String(*f)
+	}
+	if len(e.Targets) > 0 {
+		t := make(map[string]string, len(e.Targets))
+		for k, v := range e.Targets {
+			t[k] = scrub.String(v)
+		}
+		e.Targets = t
+	}
+	return e
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 func TestDisabledWritesNothing(t *testing.T) {
@@ -75,5 +76,33 @@ func TestRotatesBySizeAndTailsAcrossFiles(t *testing.T) {
 		if !json.Valid([]byte(line)) {
 			t.Fatalf("tail line %q", line)
 		}
+	}
+}
+
+// TestEntriesAreScrubbed: a registered secret or a credential-like token
+// in a route parameter or subject never reaches the audit file.
+func TestEntriesAreScrubbed(t *testing.T) {
+	const secret = "audit-registered-secret-0123456789"
+	src := scrub.Register("audit-test")
+	src.Set(secret)
+	defer src.Close()
+	dir := t.TempDir()
+	l, err := Open(config.AuditLogConfig{Enabled: true, File: "audit.log"}, dir, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Write(Entry{Kind: KindDecision, Subject: "key:" + secret, Method: "POST", Route: "/api/v1/webhooks/:agent_id", Outcome: "denied", Status: 401,
+		Targets: map[string]string{"agent_id": secret, "token": "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123"}})
+	raw, err := os.ReadFile(filepath.Join(dir, "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), secret) || strings.Contains(string(raw), "abcdefghijklmnopqrstuvwxyz") {
+		t.Fatalf("a secret reached the audit log: %s", raw)
+	}
+	var e Entry
+	if err := json.Unmarshal(raw, &e); err != nil || e.Route != "/api/v1/webhooks/:agent_id" || e.Status != 401 || e.Targets["agent_id"] == "" {
+		t.Fatalf("entry %+v %v", e, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"log/slog"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -14,8 +15,12 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
 // ToolPrefix starts every MCP tool name offered to a model:
@@ -398,11 +403,13 @@ func (m *Manager) Tools(servers []string) []llm.Tool {
 // Call runs mcp__<server>__<tool> with JSON arguments. Problems the model
 // can act on are results; a server that cannot be reached is a
 // *TransportError (chat shows it to the model, task runs retry it).
-func (m *Manager) Call(ctx context.Context, name string, args json.RawMessage) (Result, error) {
+func (m *Manager) Call(ctx context.Context, name string, args json.RawMessage) (res Result, err error) {
 	server, toolName, ok := SplitToolName(name)
 	if !ok {
 		return Result{Content: fmt.Sprintf("%q is not an MCP tool name (mcp__<server>__<tool>)", name), IsError: true}, nil
 	}
+	ctx, span := telemetry.Tracer().Start(ctx, "tools/call "+toolName, trace.WithSpanKind(trace.SpanKindClient))
+	defer func() { m.endCallSpan(span, server, toolName, args, res, err) }()
 	m.mu.RLock()
 	e, known := m.servers[server]
 	var c *conn
@@ -417,7 +424,7 @@ func (m *Manager) Call(ctx context.Context, name string, args json.RawMessage) (
 	if c == nil {
 		return Result{}, &TransportError{ServerID: server, Msg: "not connected: " + lastErr}
 	}
-	res, err := c.call(ctx, toolName, args)
+	res, err = c.call(ctx, toolName, args)
 	var te *TransportError
 	if errors.As(err, &te) {
 		// The session is no good: close it so the watcher reconnects (new
@@ -425,4 +432,45 @@ func (m *Manager) Call(ctx context.Context, name string, args json.RawMessage) (
 		c.close()
 	}
 	return res, err
+}
+
+// endCallSpan records an MCP tool call on its client span (a child of the
+// agent's execute_tool span, which carries the model's tool call id): the
+// MCP method, the server and its transport, the tool and the outcome (ok,
+// tool_error for the tool's own isError or a refused call,
+// transport_error for a lost server, error otherwise). Arguments and
+// results only with telemetry.capture_content; the status never carries
+// the error's text (a server's message may quote the arguments), and every
+// string is scrubbed again on export.
+func (m *Manager) endCallSpan(span trace.Span, server, tool string, args json.RawMessage, res Result, err error) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	var te *TransportError
+	outcome := "ok"
+	switch {
+	case errors.As(err, &te):
+		outcome = "transport_error"
+	case err != nil:
+		outcome = "error"
+	case res.IsError:
+		outcome = "tool_error"
+	}
+	span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", tool), attribute.String("agentry.mcp.server", server),
+		attribute.String("agentry.mcp.outcome", outcome))
+	if spec, ok := m.Spec(server); ok {
+		span.SetAttributes(attribute.String("agentry.mcp.transport", spec.Transport))
+		if u, perr := url.Parse(spec.URL); spec.URL != "" && perr == nil {
+			span.SetAttributes(attribute.String("server.address", u.Hostname()))
+		}
+	}
+	if telemetry.CaptureContent() {
+		span.SetAttributes(attribute.String("gen_ai.tool.call.arguments", string(args)), attribute.String("gen_ai.tool.call.result", res.Content))
+	}
+	if outcome != "ok" {
+		span.SetAttributes(attribute.String("error.type", outcome))
+		span.SetStatus(codes.Error, outcome)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -57,12 +58,13 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 }
 
 // captureContent is telemetry.capture_content: prompts and tool arguments
-// on spans. Set once by Setup before any request.
-var captureContent bool
+// on spans. Set by Setup before the gateway serves (atomic: a test binary
+// starts several gateways while others serve).
+var captureContent atomic.Bool
 
 // CaptureContent reports whether spans may carry prompt, reply and tool
 // content (telemetry.capture_content). Off by default.
-func CaptureContent() bool { return captureContent }
+func CaptureContent() bool { return captureContent.Load() }
 
 // Setup installs tracing as the telemetry section asks. It never dials the
 // exporter's endpoint: an unreachable collector shows up later as dropped
@@ -73,7 +75,7 @@ func Setup(ctx context.Context, cfg config.TelemetryConfig, version string, log 
 	if log == nil {
 		log = slog.Default()
 	}
-	captureContent = cfg.CaptureContent
+	captureContent.Store(cfg.CaptureContent)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	exp, err := newExporter(ctx, cfg)
 	if err != nil || exp == nil {
@@ -85,7 +87,7 @@ func Setup(ctx context.Context, cfg config.TelemetryConfig, version string, log 
 	}
 	res := resource.NewWithAttributes("", attribute.String("service.name", name), attribute.String("service.version", version))
 	ratio := cfg.SampleRatio
-	queue := newBoundedProcessor(exp, DefaultQueueSize, log)
+	queue := newBoundedProcessor(scrubExporter{exp}, DefaultQueueSize, log)
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),

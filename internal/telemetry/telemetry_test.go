@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -14,10 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentryhq/agentry/dev/otlpcollector"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 func TestUnknownExporterNamesTheKey(t *testing.T) {
@@ -191,4 +195,62 @@ func TestDefaultsSurviveTheEnvironment(t *testing.T) {
 	if cfg.Telemetry.Exporter != "otlp" || cfg.Telemetry.SampleRatio != 1 || !cfg.Telemetry.Metrics.Enabled {
 		t.Fatalf("telemetry after env: %+v", cfg.Telemetry)
 	}
+}
+
+// TestExportedSpansAreScrubbed: a registered secret and credential-shaped
+// strings (a key in a URL query, as otelhttp records url.full; a bearer
+// token in an error) never leave the process, in attributes, string
+// slices, event attributes, the status or the name. Through Setup the
+// real OTLP receiver gets the scrubbed span.
+func TestExportedSpansAreScrubbed(t *testing.T) {
+	const secret = "telemetry-registered-secret-42"
+	src := scrub.Register("telemetry-test")
+	src.Set(secret)
+	defer src.Close()
+	record := func(tp *sdktrace.TracerProvider) {
+		_, s := tp.Tracer("t").Start(context.Background(), "GET /files/"+secret)
+		s.SetAttributes(attribute.String("url.full", "https://generativelanguage.example/v1/models?key=AIzaSyA0123456789abcdefghijklmnopqrstu"),
+			attribute.String("agentry.note", "uses "+secret), attribute.StringSlice("list", []string{"ok", secret}), attribute.Int("n", 7))
+		s.RecordError(errors.New("upstream said: Authorization: Bearer abcdef0123456789abcdef0123456789"))
+		s.SetStatus(codes.Error, "failed with "+secret)
+		s.End()
+	}
+	leaks := func(text string) bool {
+		return strings.Contains(text, secret) || strings.Contains(text, "AIzaSyA0123456789") || strings.Contains(text, "abcdef0123456789abcdef")
+	}
+
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(scrubExporter{mem}))
+	record(tp)
+	got := mem.GetSpans()
+	if len(got) != 1 {
+		t.Fatalf("%d spans", len(got))
+	}
+	s := got[0]
+	text := fmt.Sprint(s.Name, s.Attributes, s.Events, s.Status)
+	if leaks(text) || !strings.Contains(text, scrub.Redacted) {
+		t.Fatalf("exported span not scrubbed: %s", text)
+	}
+	if fmt.Sprint(s.Attributes) == "" || !strings.Contains(fmt.Sprint(s.Attributes), "7") {
+		t.Fatalf("non-string attributes lost: %v", s.Attributes)
+	}
+
+	col, err := otlpcollector.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer col.Close()
+	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp", Endpoint: col.URL(), SampleRatio: 1}, "test", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(tr.provider)
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	received := fmt.Sprint(col.Spans())
+	if len(col.Spans()) != 1 || leaks(received) || !strings.Contains(received, "url.full") {
+		t.Fatalf("collector received %s", received)
+	}
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
 }
