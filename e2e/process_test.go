@@ -132,6 +132,7 @@ func TestBadConfigRefusesToStart(t *testing.T) {
 		"auth:\n  mode: magic\n":                              "auth.mode",
 		"auth:\n  mode: jwt\n":                                "auth.jwt.secret",
 		"costs:\n  pricing:\n    a/b: {input_per_mtok: -2}\n": "costs.pricing.a/b",
+		"telemetry:\n  exporter: jaeger\n":                    "telemetry.exporter",
 	}
 	for body, want := range cases {
 		ws := t.TempDir()
