@@ -18,9 +18,12 @@ import (
 type scrubExporter struct{ next sdktrace.SpanExporter }
 
 func (e scrubExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	// One batch repeats the same texts many times (route templates, span
+	// names, models): each distinct text is scrubbed once per batch.
+	sc := scrubber{}
 	clean := make([]sdktrace.ReadOnlySpan, len(spans))
 	for i, s := range spans {
-		clean[i] = scrubbedSpan{s}
+		clean[i] = scrubbedSpan{ReadOnlySpan: s, sc: sc}
 	}
 	return e.next.ExportSpans(ctx, clean)
 }
@@ -30,17 +33,18 @@ func (e scrubExporter) Shutdown(ctx context.Context) error { return e.next.Shutd
 // scrubbedSpan is a finished span as an exporter reads it, with secrets
 // removed from its text. Embedding the interface keeps every other
 // accessor (ids, times, resource) as recorded.
-type scrubbedSpan struct{ sdktrace.ReadOnlySpan }
-
-func (s scrubbedSpan) Name() string { return scrub.String(s.ReadOnlySpan.Name()) }
-
-func (s scrubbedSpan) Attributes() []attribute.KeyValue {
-	return scrubAttrs(s.ReadOnlySpan.Attributes())
+type scrubbedSpan struct {
+	sdktrace.ReadOnlySpan
+	sc scrubber
 }
+
+func (s scrubbedSpan) Name() string { return s.sc.text(s.ReadOnlySpan.Name()) }
+
+func (s scrubbedSpan) Attributes() []attribute.KeyValue { return s.sc.attrs(s.ReadOnlySpan.Attributes()) }
 
 func (s scrubbedSpan) Status() sdktrace.Status {
 	st := s.ReadOnlySpan.Status()
-	st.Description = scrub.String(st.Description)
+	st.Description = s.sc.text(st.Description)
 	return st
 }
 
@@ -51,8 +55,8 @@ func (s scrubbedSpan) Events() []sdktrace.Event {
 	}
 	out := make([]sdktrace.Event, len(events))
 	for i, ev := range events {
-		ev.Name = scrub.String(ev.Name)
-		ev.Attributes = scrubAttrs(ev.Attributes)
+		ev.Name = s.sc.text(ev.Name)
+		ev.Attributes = s.sc.attrs(ev.Attributes)
 		out[i] = ev
 	}
 	return out
@@ -65,15 +69,34 @@ func (s scrubbedSpan) Links() []sdktrace.Link {
 	}
 	out := make([]sdktrace.Link, len(links))
 	for i, l := range links {
-		l.Attributes = scrubAttrs(l.Attributes)
+		l.Attributes = s.sc.attrs(l.Attributes)
 		out[i] = l
 	}
 	return out
 }
 
-// scrubAttrs returns attrs with every string and string-slice value
-// scrubbed (a copy; the recorded span is not modified).
-func scrubAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
+// scrubber scrubs the texts of one export batch, remembering each result
+// (an exporter reads its batch from one goroutine).
+type scrubber map[string]string
+
+// text is scrub.String(t). Texts shorter than the shortest secret the
+// scrubber removes (scrub.MinSecretLen; no credential pattern matches
+// less) are returned as they are.
+func (sc scrubber) text(t string) string {
+	if len(t) < scrub.MinSecretLen {
+		return t
+	}
+	if clean, ok := sc[t]; ok {
+		return clean
+	}
+	clean := scrub.String(t)
+	sc[t] = clean
+	return clean
+}
+
+// attrs returns attrs with every string and string-slice value scrubbed
+// (a copy; the recorded span is not modified).
+func (sc scrubber) attrs(attrs []attribute.KeyValue) []attribute.KeyValue {
 	if len(attrs) == 0 {
 		return attrs
 	}
@@ -81,11 +104,11 @@ func scrubAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
 	for i, a := range attrs {
 		switch a.Value.Type() {
 		case attribute.STRING:
-			a = a.Key.String(scrub.String(a.Value.AsString()))
+			a = a.Key.String(sc.text(a.Value.AsString()))
 		case attribute.STRINGSLICE:
 			vs := a.Value.AsStringSlice()
 			for j := range vs {
-				vs[j] = scrub.String(vs[j])
+				vs[j] = sc.text(vs[j])
 			}
 			a = a.Key.StringSlice(vs)
 		}

@@ -254,3 +254,15 @@ func TestExportedSpansAreScrubbed(t *testing.T) {
 	}
 	otel.SetTracerProvider(sdktrace.NewTracerProvider())
 }
+
+// BenchmarkMetricsPerChat is what the metrics cost one chat request: the
+// HTTP counter and histogram and the LLM call's counters and histogram
+// (recorded whatever telemetry.exporter says; docs/benchmarks.md).
+//
+//	go test -run '^$' -bench MetricsPerChat ./internal/telemetry/
+func BenchmarkMetricsPerChat(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		ObserveHTTP("/api/v1/chat", "POST", 200, time.Millisecond)
+		LLMCallSettled("ollama", "llama3.2", "ok", 20, 5, 0, time.Millisecond)
+	}
+}
