@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/telemetry"
+	"github.com/agentryhq/agentry/models"
 )
 
 // Error is an API error: the status code and the envelope {"error": ...},
@@ -123,6 +124,11 @@ func fiberCode(status int) string {
 type ErrorMapper func(error) *Error
 
 func (s *Server) mapError(err error) *Error {
+	if errors.Is(err, models.ErrOverloaded) {
+		// The database writer's queue is full (models.DefaultGroupQueue):
+		// shed the request at once rather than queue it without bound.
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: models.ErrOverloaded.Error(), Code: "overloaded", RetryAfter: time.Second}
+	}
 	for _, m := range s.mappers {
 		if e := m(err); e != nil {
 			return e

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/models"
 )
 
 const testKey = "test-admin-key"
@@ -171,6 +173,14 @@ func TestErrorEnvelopeHidesInternalErrors(t *testing.T) {
 	if status != 402 || body["code"] != "budget_exceeded" || h.Get("Retry-After") != "3" {
 		t.Fatalf("%d %v %v", status, body, h)
 	}
+	// A full database write queue, however deep it is wrapped, sheds the
+	// request with 503 and Retry-After.
+	req = httptest.NewRequest("GET", "/api/v1/overloaded", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	status, body, h = do(t, s, req)
+	if status != 503 || body["code"] != "overloaded" || h.Get("Retry-After") != "1" {
+		t.Fatalf("%d %v %v", status, body, h)
+	}
 }
 
 type boom struct{}
@@ -180,6 +190,9 @@ var errMapped = errors.New("mapped")
 func (boom) Register(r fiber.Router) {
 	r.Get("/boom", func(c *fiber.Ctx) error { return errors.New("/secret/path: sql failure") })
 	r.Get("/mapped", func(c *fiber.Ctx) error { return errMapped })
+	r.Get("/overloaded", func(c *fiber.Ctx) error {
+		return fmt.Errorf("llm call: cost admission of call c1: write ledger row c1: %w", models.ErrOverloaded)
+	})
 }
 
 func (boom) MapError(err error) *Error {

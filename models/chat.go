@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -119,7 +120,13 @@ func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int)
 // session (created or touched), the action-log row (when run is not nil) and
 // the new messages. One write per request keeps SQLite's single writer
 // from becoming the chat path's bottleneck.
+//
+// On SQLite the exchange is one job of the group commit (see GroupCommit):
+// it returns once the batch holding it committed.
 func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
+	if s.Group != nil {
+		return s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
+	}
 	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := time.Now().UTC()
 		sess.CreatedAt, sess.UpdatedAt = now, now
@@ -137,6 +144,54 @@ func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentR
 		}
 		return appendMessages(tx, sess.ID, msgs)
 	})
+}
+
+// The exchange's statements in plain SQL, for the group commit's
+// transaction (GORM's reflection would cost more than the statements).
+const (
+	upsertSessionSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, username = excluded.username`
+	insertRunSQL = `INSERT INTO agent_runs (run_id, response_id, agent_id, session_id, subject, source, provider, model, status, error,
+turns, input_tokens, output_tokens, metadata, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	lastSeqSQL       = `SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_id = ?`
+	insertMessageSQL = `INSERT INTO chat_messages (session_id, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
+	now := time.Now().UTC()
+	sess.CreatedAt, sess.UpdatedAt = now, now
+	if err := s.Group.Exec(ctx, tx, upsertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now); err != nil {
+		return fmt.Errorf("store session: %w", err)
+	}
+	if run != nil {
+		errText := run.Error
+		if s.scrub != nil && errText != "" {
+			errText = s.scrub(errText)
+		}
+		if err := s.Group.Exec(ctx, tx, insertRunSQL, run.RunID, run.ResponseID, run.AgentID, run.SessionID, run.Subject, run.Source,
+			run.Provider, run.Model, run.Status, errText, run.Turns, run.InputTokens, run.OutputTokens, run.Metadata, run.StartedAt, run.FinishedAt); err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	var last int64
+	q, err := s.Group.Stmt(ctx, tx, lastSeqSQL)
+	if err != nil {
+		return err
+	}
+	if err := q.QueryRowContext(ctx, sess.ID).Scan(&last); err != nil {
+		return fmt.Errorf("number messages: %w", err)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		m.SessionID, m.Seq, m.CreatedAt = sess.ID, last+int64(i)+1, now
+		if err := s.Group.Exec(ctx, tx, insertMessageSQL, m.SessionID, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, now); err != nil {
+			return fmt.Errorf("store message: %w", err)
+		}
+	}
+	return nil
 }
 
 // appendMessages numbers msgs after the session's last message and inserts

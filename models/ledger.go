@@ -292,6 +292,9 @@ const (
 )
 
 func (l *CostLedger) acquire(ctx context.Context) (func(), error) {
+	if l.Group != nil {
+		return func() {}, nil // the group commit writer is the only writer
+	}
 	select {
 	case l.writers <- struct{}{}:
 		return func() { <-l.writers }, nil
@@ -319,6 +322,12 @@ func NewCostLedger(ctx context.Context, s *Store) (*CostLedger, error) {
 	}
 	for n := 1; n <= 4; n++ {
 		queries = append(queries, reserveManySQL(n), settleManySQL(n))
+		if s.Group != nil {
+			queries = append(queries, readCountersSQL(n), reserveManyExecSQL(n))
+		}
+	}
+	if s.Group != nil {
+		queries = append(queries, rejectPendingSQL)
 	}
 	// Prepared here, outside any transaction: preparing needs a connection
 	// of its own, and inside a transaction (holding one) a full pool would
@@ -421,7 +430,15 @@ func firstWords(q string) string {
 
 // inTx runs fn in a transaction, repeating it a few times when the database
 // reports a deadlock, a serialization failure or a busy SQLite.
+//
+// On SQLite the transaction is the group commit's (Store.Group): fn runs in
+// the writer's next batch and inTx returns once that batch committed. The
+// callers pass a ctx without cancellation there (writerCtx), so a caller
+// going away never interrupts a statement of the shared connection.
 func (l *CostLedger) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if l.Group != nil {
+		return l.Group.Do(ctx, func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
+	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		err = l.tx(ctx, fn)
@@ -446,6 +463,15 @@ func (l *CostLedger) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// writerCtx is the context of statements run by fn of inTx: on SQLite's
+// group commit without cancellation (see inTx).
+func (l *CostLedger) writerCtx(ctx context.Context) context.Context {
+	if l.Group != nil {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // errRejected rolls an admission back.
@@ -586,6 +612,7 @@ func settleManySQL(n int) string {
 // rows last, so their locks are held for as short as possible.
 func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult, error) {
 	var res AdmitResult
+	ctx = l.writerCtx(ctx)
 	release, err := l.acquire(ctx)
 	if err != nil {
 		return res, err
@@ -600,6 +627,17 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 	}
 	e.UpdatedAt = e.StartedAt
 	at := e.StartedAt.UTC()
+	if len(keys) == 0 && l.Group != nil {
+		err := l.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...)
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("write ledger row %s: %w", e.CallID, err)
+		}
+		res.Admitted = true
+		return res, nil
+	}
 	if len(keys) == 0 {
 		// Nothing to reserve: the pending row alone, no transaction.
 		l.mu.Lock()
@@ -610,6 +648,9 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 		}
 		res.Admitted = true
 		return res, nil
+	}
+	if l.Group != nil {
+		return l.admitGrouped(ctx, p, keys)
 	}
 	rowWritten := false
 	if l.Driver == DriverPostgres && (p.Fit == nil || p.Limits != nil) {
@@ -704,6 +745,82 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 		return res, l.RecordRejection(ctx, e)
 	}
 	return res, err
+}
+
+// readCountersSQL reads counters before an admission decides (SQLite's
+// group commit: the single writer's transaction makes read-decide-write
+// atomic).
+func readCountersSQL(n int) string {
+	return `SELECT counter_key, spent_micros, reserved_micros FROM cost_budget_counters WHERE counter_key IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `) ORDER BY counter_key`
+}
+
+const rejectPendingSQL = `UPDATE cost_ledger SET outcome = 'rejected', rejection_code = ?, reserved_micros = 0, finished_at = ?,
+executions = executions - 1, max_output_tokens = ?, clamped = ? WHERE call_id = ?`
+
+// admitGrouped is the admission on SQLite, as one job of the group commit:
+// read the counters, let Fit decide, then write the pending row, the
+// reservation and the counters, or the rejected row. It decides before it
+// writes, so a rejection is a committed row and not a rolled-back job (the
+// group commit runs its batch without savepoints; see GroupCommit).
+func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []string) (AdmitResult, error) {
+	e := p.Entry
+	at := e.StartedAt.UTC()
+	var res AdmitResult
+	err := l.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res = AdmitResult{}
+		args := make([]any, len(keys))
+		for i, k := range keys {
+			args[i] = k
+		}
+		before, err := l.counters(ctx, tx, readCountersSQL(len(keys)), args...)
+		if err != nil {
+			return err
+		}
+		if len(before) != len(keys) {
+			return fmt.Errorf("reserve: %d of %d counters exist: %w", len(before), len(keys), ErrCountersMissing)
+		}
+		res.Counters = before
+		amount, ok := p.WorstMicros, true
+		if p.Fit != nil {
+			amount, ok = p.Fit(before)
+		}
+		if !ok {
+			e.ReservedMicros = 0
+			if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
+				return fmt.Errorf("write ledger row %s: %w", e.CallID, err)
+			}
+			_, err := l.exec(ctx, tx, rejectPendingSQL, e.RejectionCode, at, e.MaxOutputTokens, e.Clamped, e.CallID)
+			return err
+		}
+		e.ReservedMicros = amount
+		if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
+			return fmt.Errorf("write ledger row %s: %w", e.CallID, err)
+		}
+		if _, err := l.exec(ctx, tx, insertReservationSQL, p.AdmissionID, e.CallID, amount, strings.Join(keys, ","), e.Provider, p.ExpiresAt.UTC(), at); err != nil {
+			return fmt.Errorf("insert reservation: %w", err)
+		}
+		args = append([]any{amount, at}, args...)
+		if _, err := l.exec(ctx, tx, reserveManyExecSQL(len(keys)), args...); err != nil {
+			return err
+		}
+		res.Admitted, res.ReservedMicros = true, amount
+		return nil
+	})
+	if err != nil {
+		return AdmitResult{}, err
+	}
+	if !res.Admitted {
+		e.Outcome, e.Executions = OutcomeRejected, 0
+		finished := at
+		e.FinishedAt = &finished
+	}
+	return res, nil
+}
+
+func reserveManyExecSQL(n int) string {
+	return `UPDATE cost_budget_counters SET reserved_micros = reserved_micros + ?, updated_at = ? WHERE counter_key IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
 }
 
 // admitPostgresSQL is the common admission on PostgreSQL in one statement
@@ -900,6 +1017,7 @@ SELECT (SELECT COUNT(*) FROM led), (SELECT COUNT(*) FROM rsv), COALESCE((SELECT 
 // settlement of the same admission changes nothing.
 func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResult, error) {
 	var res SettleResult
+	ctx = l.writerCtx(ctx)
 	release, err := l.acquire(ctx)
 	if err != nil {
 		return res, err
@@ -1108,6 +1226,7 @@ WHERE call_id = ?`
 // reserved to spent. It reports whether it found the reservation and whether it had
 // settled.
 func (l *CostLedger) applyOne(ctx context.Context, id string, at time.Time) (out []CounterValue, found, settled bool, err error) {
+	ctx = l.writerCtx(ctx)
 	err = l.inTx(ctx, func(tx *sql.Tx) error {
 		out, found, settled = nil, false, false
 		q, err := l.stmt(ctx, tx, `DELETE FROM cost_reservations WHERE id = ? RETURNING counter_keys, amount_micros, settled, settled_cost_micros, call_id`)

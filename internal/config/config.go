@@ -217,9 +217,13 @@ type StorageConfig struct {
 	Backend string `yaml:"backend" env:"BACKEND"`
 	// DSN is the PostgreSQL connection string, or the SQLite file path
 	// (default <workspace>/data/agentry.db).
-	DSN          string         `yaml:"dsn,omitempty" env:"DSN"`
-	MaxOpenConns int            `yaml:"max_open_conns,omitempty" env:"MAX_OPEN_CONNS"`
-	Extra        map[string]any `yaml:",inline"`
+	DSN          string `yaml:"dsn,omitempty" env:"DSN"`
+	MaxOpenConns int    `yaml:"max_open_conns,omitempty" env:"MAX_OPEN_CONNS"`
+	// WriteQueue bounds the writes waiting for SQLite's single writer (the
+	// group commit); past it requests are shed with 503 and Retry-After.
+	// 0 takes models.DefaultGroupQueue.
+	WriteQueue int            `yaml:"write_queue,omitempty" env:"WRITE_QUEUE"`
+	Extra      map[string]any `yaml:",inline"`
 }
 
 // AuthConfig selects how /api/v1 callers authenticate.

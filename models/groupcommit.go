@@ -1,0 +1,297 @@
+package models
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// GroupCommit is the single writer of the chat path on SQLite (group
+// commit). SQLite writes one transaction at a time, and each commit costs a
+// WAL append plus, for every other connection, a cold page cache on its next
+// read; a transaction per request therefore caps a gateway at a few hundred
+// requests per second however many cores it has. Instead, concurrent
+// requests hand their writes (ledger admission and settlement, session,
+// action-log row and messages) to one goroutine that owns one connection and
+// runs everything queued in one transaction per batch. Each job runs inside
+// its own SAVEPOINT, so a job that fails (or rejects) is rolled back alone
+// while the rest of the batch commits; each caller's Do returns only after
+// its batch committed, so a reply is never sent before its rows are durable.
+//
+// The queue is bounded (DefaultGroupQueue). New work is shed at its door:
+// an admission (Admit) finding the queue full fails at once with
+// ErrOverloaded, which the API answers with 503 and Retry-After, before any
+// provider is called. The writes of work already admitted (settlements,
+// exchanges: Do) wait for room instead, so a call the provider served is
+// never left unsettled or unrecorded because of load. Their number is bounded
+// by the admissions that got in, so neither waiting requests nor memory grow
+// without bound.
+type GroupCommit struct {
+	db       *sql.DB
+	jobs     chan *commitJob
+	maxBatch int
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	stopped   chan struct{}
+
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt
+
+	// stats (read by benchmarks and tests through Stats).
+	mu              sync.Mutex
+	batches, writes int64
+}
+
+type commitJob struct {
+	ctx  context.Context
+	fn   func(ctx context.Context, tx *sql.Tx) error
+	done chan error
+}
+
+// Group commit limits.
+const (
+	// DefaultGroupQueue is how many writes may wait for the writer before
+	// new ones are refused with ErrOverloaded (a request makes two or three).
+	DefaultGroupQueue = 4096
+	// DefaultGroupBatch bounds the jobs of one transaction, so one commit
+	// never holds SQLite's write lock for long.
+	DefaultGroupBatch = 256
+)
+
+// ErrOverloaded is returned when the writer's queue is full: the gateway is
+// receiving more work than the database can take. Callers answer 503 with
+// Retry-After.
+var ErrOverloaded = errors.New("the gateway is overloaded: too many writes waiting for the database; retry shortly")
+
+var errGroupClosed = errors.New("database writer stopped")
+
+// NewGroupCommit starts the writer over db. queue and maxBatch of 0 take
+// the defaults.
+func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
+	if queue <= 0 {
+		queue = DefaultGroupQueue
+	}
+	if maxBatch <= 0 {
+		maxBatch = DefaultGroupBatch
+	}
+	g := &GroupCommit{db: db, jobs: make(chan *commitJob, queue), maxBatch: maxBatch, stmts: map[string]*sql.Stmt{},
+		closed: make(chan struct{}), stopped: make(chan struct{})}
+	go g.run()
+	return g
+}
+
+var jobPool = sync.Pool{New: func() any { return &commitJob{done: make(chan error, 1)} }}
+
+// Do runs fn inside the next batch's transaction and returns once that
+// transaction committed (fn's error or the commit's error). When the queue
+// is full it waits for room: Do is for the writes of work already admitted
+// (see Admit). fn may run again if the batch is retried after a transient
+// error or another job's failure, so it must only write through tx and set,
+// not add to, its own results. fn gets ctx without its cancellation: a
+// caller that gives up does not tear a batch apart; its writes land or fail
+// with it.
+func (g *GroupCommit) Do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return g.do(ctx, fn, false)
+}
+
+// Admit is Do for new work (a cost admission): when the queue is full it
+// fails at once with ErrOverloaded instead of waiting.
+func (g *GroupCommit) Admit(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return g.do(ctx, fn, true)
+}
+
+func (g *GroupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, shed bool) error {
+	select {
+	case <-g.closed:
+		return errGroupClosed
+	default:
+	}
+	j := jobPool.Get().(*commitJob)
+	j.ctx, j.fn = context.WithoutCancel(ctx), fn
+	if shed {
+		select {
+		case g.jobs <- j:
+		default:
+			j.ctx, j.fn = nil, nil
+			jobPool.Put(j)
+			return ErrOverloaded
+		}
+	} else {
+		select {
+		case g.jobs <- j:
+		case <-g.closed:
+			j.ctx, j.fn = nil, nil
+			jobPool.Put(j)
+			return errGroupClosed
+		}
+	}
+	var err error
+	select {
+	case err = <-j.done:
+	case <-g.stopped:
+		// The writer ran every job queued before it stopped, and answered
+		// each before stopping; a job not answered was queued too late.
+		select {
+		case err = <-j.done:
+		default:
+			return errGroupClosed // j stays in the dead queue, not in the pool
+		}
+	}
+	j.ctx, j.fn = nil, nil
+	jobPool.Put(j)
+	return err
+}
+
+// Close stops the writer after the queued jobs ran.
+func (g *GroupCommit) Close() {
+	g.closeOnce.Do(func() { close(g.closed) })
+	<-g.stopped
+	g.stmtMu.Lock()
+	defer g.stmtMu.Unlock()
+	for q, st := range g.stmts {
+		st.Close()
+		delete(g.stmts, q)
+	}
+}
+
+// Stmt returns query prepared once (SQLite parses a statement at every
+// plain Exec) and bound to tx, the writer's transaction.
+func (g *GroupCommit) Stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	g.stmtMu.Lock()
+	st, ok := g.stmts[query]
+	g.stmtMu.Unlock()
+	if !ok {
+		var err error
+		// tx.StmtContext prepares it on the writer's connection the first
+		// time and database/sql keeps that for every later transaction.
+		if st, err = g.db.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		g.stmtMu.Lock()
+		g.stmts[query] = st
+		g.stmtMu.Unlock()
+	}
+	return tx.StmtContext(ctx, st), nil
+}
+
+// Exec runs a prepared query in tx.
+func (g *GroupCommit) Exec(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	st, err := g.Stmt(ctx, tx, query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx, args...)
+	return err
+}
+
+// Stats returns how many batches committed and how many jobs they held.
+func (g *GroupCommit) Stats() (batches, writes int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.batches, g.writes
+}
+
+func (g *GroupCommit) run() {
+	defer close(g.stopped)
+	batch := make([]*commitJob, 0, g.maxBatch)
+	errs := make([]error, g.maxBatch)
+	for {
+		var first *commitJob
+		select {
+		case first = <-g.jobs:
+		case <-g.closed:
+			// Run what is still queued, then stop.
+			select {
+			case first = <-g.jobs:
+			default:
+				return
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < g.maxBatch {
+			select {
+			case j := <-g.jobs:
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		g.commit(batch, errs[:len(batch)])
+		for i, j := range batch {
+			j.done <- errs[i]
+			batch[i] = nil
+		}
+	}
+}
+
+// commit runs one batch in one transaction. A job that fails is dropped
+// with its error and the batch runs again without it (its writes, and the
+// others' so far, were rolled back with the transaction). Jobs are written
+// to decide before they write, so failures are rare (database errors, not
+// rejections) and no savepoint is needed: a SAVEPOINT per job makes SQLite
+// copy every page a job touches to a sub-journal, which cost more than
+// the jobs themselves. A busy database (another process or connection
+// holding the write lock past busy_timeout) repeats the batch a few times.
+func (g *GroupCommit) commit(batch []*commitJob, errs []error) {
+	for i := range errs {
+		errs[i] = nil
+	}
+	live := len(batch)
+	busy := 0
+	for live > 0 {
+		failed, err := g.tryCommit(batch, errs)
+		switch {
+		case err == nil && failed < 0:
+			live = 0 // committed
+		case err == nil:
+			live-- // drop the failed job, run the others again
+		case transient(err) && busy < 4:
+			busy++
+			time.Sleep(time.Duration(busy) * 5 * time.Millisecond)
+		default:
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+			live = 0
+		}
+	}
+	g.mu.Lock()
+	g.batches++
+	g.writes += int64(len(batch))
+	g.mu.Unlock()
+}
+
+// tryCommit runs the jobs without an error yet and commits. failed is the
+// index of a job that failed (its error is in errs; the transaction was
+// rolled back), or -1; err is a failure of the transaction itself.
+func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error) (failed int, err error) {
+	ctx := context.Background()
+	tx, err := g.db.BeginTx(ctx, nil)
+	if err != nil {
+		return -1, fmt.Errorf("begin: %w", err)
+	}
+	for i, j := range batch {
+		if errs[i] != nil {
+			continue // failed in an earlier round
+		}
+		if err := j.fn(j.ctx, tx); err != nil {
+			tx.Rollback()
+			if transient(err) {
+				return -1, err
+			}
+			errs[i] = err
+			return i, nil
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return -1, fmt.Errorf("commit: %w", err)
+	}
+	return -1, nil
+}
