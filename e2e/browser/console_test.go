@@ -36,6 +36,8 @@ func TestMain(m *testing.M) { gatewaytest.Main(m) }
 
 var consoleAgents = map[string]string{
 	"writer.yaml": "id: writer\ndescription: writes files\nllm: {provider: ollama, model: llama3.2}\nbuiltins: [write_file]\nmax_turns: 4\nsystem_prompt: You write files.\n",
+	"guarded.yaml": "id: guarded\ndescription: writes files once a person approves\nllm: {provider: ollama, model: llama3.2}\nbuiltins: [write_file]\n" +
+		"max_turns: 4\napprovals: {tools: [write_file], timeout: 1h}\nsystem_prompt: You write files.\n",
 	"talker.yaml": "id: talker\ndescription: answers questions\nllm: {provider: ollama, model: llama3.2}\nsystem_prompt: You answer briefly.\n",
 	"reporter.yaml": "id: reporter\ndescription: daily status\nllm: {provider: ollama, model: llama3.2}\ntrigger: cron\n" +
 		"schedule: {cron: \"0 9 * * *\", prompt: status report please}\n",
@@ -343,6 +345,101 @@ costs: {daily_budget_usd: 5, monthly_budget_usd: 100}
 				t.Fatalf("the board reloaded its list (%d -> %d list requests): the resume should have replayed the events", lists, n)
 			}
 		}},
+		{"ApproveAParkedRunFromTheConsole", func(t *testing.T) {
+			g.Fake.Script(
+				fakellm.Rule{Contains: "wrote", Reply: "The notes are written."},
+				fakellm.Rule{Contains: "Release notes", ToolCalls: []fakellm.ToolCall{
+					fakellm.NewToolCall("write_file", map[string]string{"path": "notes.md", "content": "# 1.4\n"})}},
+				fakellm.Rule{Contains: "Risky change", ToolCalls: []fakellm.ToolCall{
+					fakellm.NewToolCall("write_file", map[string]string{"path": "risky.md", "content": "x"})}},
+			)
+			// park starts a run of a new task for the guarded agent; the
+			// board shows the card with the waiting badge.
+			park := func(title string) (int, int) {
+				created := g.Do("POST", "/api/v1/workboard/tasks", map[string]any{"title": title, "agent_id": "guarded"})
+				id := int(created.JSON["id"].(float64))
+				run := g.Do("POST", fmt.Sprintf("/api/v1/workboard/tasks/%d/run", id), nil)
+				if run.Status != 202 {
+					t.Fatalf("start run: %s", run.Raw)
+				}
+				s.do(t, 90*time.Second, "the card shows its run waits for approval",
+					chromedp.WaitVisible(fmt.Sprintf(`.card[data-id="%d"] .badge[data-waiting="approval"]`, id)))
+				return id, int(run.JSON["id"].(float64))
+			}
+			s.do(t, 20*time.Second, "back to the board", chromedp.Navigate(s.base+"/#/board"), chromedp.WaitVisible(`#board[data-ready="true"]`))
+			id, runID := park("Release notes")
+			riskyID, riskyRun := park("Risky change")
+			approvalOf := func(task int) map[string]any {
+				for _, a := range g.Do("GET", fmt.Sprintf("/api/v1/approvals?task_id=%d", task), nil).JSON["approvals"].([]any) {
+					return a.(map[string]any)
+				}
+				t.Fatalf("no approval for task %d", task)
+				return nil
+			}
+			mine, risky := fmt.Sprint(approvalOf(id)["id"]), fmt.Sprint(approvalOf(riskyID)["id"])
+			item := func(approval string) string { return fmt.Sprintf(`.approval[data-approval-id="%s"]`, approval) }
+
+			s.do(t, 30*time.Second, "follow the badge to the queue",
+				chromedp.Click(fmt.Sprintf(`.card[data-id="%d"] .badge`, id)), chromedp.WaitVisible(`#approvals[data-ready="true"]`),
+				chromedp.WaitVisible(item(mine)+` pre.args`), chromedp.WaitVisible(item(risky)), chromedp.WaitVisible(`.stream-state[data-state="open"]`))
+			if args := s.text(t, item(mine)+" pre.args"); !strings.Contains(args, "notes.md") {
+				t.Fatalf("arguments shown: %q", args)
+			}
+			s.screenshot(t, "approvals")
+
+			// The second run ends (cancelled) while the page hears no events:
+			// deciding its call then answers 409, whose text the page shows
+			// before reading the queue again.
+			proxy.HoldStreams()
+			s.do(t, 20*time.Second, "the page loses its stream", chromedp.WaitVisible(`.stream-state[data-state="reconnecting"]`))
+			if r := g.Do("POST", fmt.Sprintf("/api/v1/workboard/tasks/%d/runs/%d/cancel", riskyID, riskyRun), nil); r.Status >= 300 {
+				t.Fatalf("cancel: %s", r.Raw)
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for approvalOf(riskyID)["status"] != "cancelled" {
+				if time.Now().After(deadline) {
+					t.Fatalf("approval of the cancelled run: %v", approvalOf(riskyID))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			s.do(t, 30*time.Second, "approve the cancelled run's call",
+				chromedp.Click(item(risky)+` button[data-decision="approve"]`),
+				chromedp.WaitVisible(`#alerts .alert[data-kind="error"]`), chromedp.WaitNotPresent(item(risky)))
+			want := g.Do("POST", "/api/v1/approvals/"+risky, map[string]any{"decision": "approve"})
+			if want.Status != 409 {
+				t.Fatalf("deciding a cancelled approval: %s", want.Raw)
+			}
+			if msg := s.text(t, `#alerts .alert[data-kind="error"] p`); !strings.Contains(msg, want.JSON["error"].(string)) {
+				t.Fatalf("alert %q does not show the API's error %q", msg, want.JSON["error"])
+			}
+			proxy.ResumeStreams()
+			s.do(t, 30*time.Second, "the stream is back", chromedp.WaitVisible(`.stream-state[data-state="open"]`), chromedp.WaitVisible(item(mine)))
+
+			// Approve with the keyboard: the comment field, then the button.
+			s.do(t, 30*time.Second, "approve with a comment",
+				chromedp.SendKeys("#approval-comment-"+mine, "Go ahead."),
+				chromedp.Focus(item(mine)+` button[data-decision="approve"]`), chromedp.KeyEvent(kb.Enter),
+				chromedp.WaitNotPresent(item(mine)), chromedp.WaitVisible(`#approvals .empty`))
+			waitRun(t, g, id, runID, "finished")
+			if a := g.Do("GET", "/api/v1/approvals/"+mine, nil); a.JSON["status"] != "approved" || a.JSON["comment"] != "Go ahead." {
+				t.Fatalf("approval after the console's decision: %s", a.Raw)
+			}
+
+			s.do(t, 60*time.Second, "the run panel tells the story",
+				chromedp.Navigate(s.base+"/#/board"), chromedp.WaitVisible(`#board[data-ready="true"]`),
+				chromedp.WaitNotPresent(fmt.Sprintf(`.card[data-id="%d"] .badge`, id)),
+				chromedp.WaitNotPresent(fmt.Sprintf(`.card[data-id="%d"] .badge`, riskyID)),
+				chromedp.Click(fmt.Sprintf(`.card[data-id="%d"] .title`, id)),
+				chromedp.WaitVisible(`#timeline li[data-type="run.approval_requested"]`),
+				chromedp.WaitVisible(`#timeline li[data-type="run.approval_decided"].ok`),
+				chromedp.WaitVisible(`#timeline li[data-type="run.finished"]`),
+				chromedp.WaitVisible(`#panel-runs li[data-status="finished"]`))
+			if text := s.text(t, `#timeline li[data-type="run.approval_decided"]`); !strings.Contains(text, "approved by") || !strings.Contains(text, "Go ahead.") {
+				t.Fatalf("decision in the timeline: %q", text)
+			}
+			s.screenshot(t, "run-panel-approval")
+			s.do(t, 10*time.Second, "close the panel", chromedp.Click(`#task-panel header button`), chromedp.WaitNotPresent("#task-panel"))
+		}},
 		{"Chat", func(t *testing.T) {
 			g.Fake.Script(fakellm.Rule{Contains: "Say hello", Reply: "Hello from the fake model, streamed in pieces.", Chunks: 6, ChunkDelay: fakellm.Duration(40 * time.Millisecond)})
 			s.do(t, 60*time.Second, "stream a chat reply",
@@ -457,6 +554,22 @@ func countRequests(reqs []seenRequest, method, pathPrefix string) int {
 		}
 	}
 	return n
+}
+
+// waitRun waits until a run has the status.
+func waitRun(t *testing.T, g *gatewaytest.Gateway, task, run int, status string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := g.Do("GET", fmt.Sprintf("/api/v1/workboard/tasks/%d/runs/%d", task, run), nil)
+		if r.JSON["status"] == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %d of task %d: %s, want %s", run, task, r.Raw, status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitStatus waits until the gateway has saved a task's new status (the

@@ -1,8 +1,10 @@
 package browser
 
 import (
+	"bufio"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -17,6 +19,9 @@ type cutProxy struct {
 	mu    sync.Mutex
 	held  bool
 	conns map[net.Conn]struct{}
+	// noStreams refuses connections whose first request is the event
+	// stream, so a page misses events while its other requests go through.
+	noStreams bool
 }
 
 func startProxy(t *testing.T, target string) *cutProxy {
@@ -54,6 +59,21 @@ func (p *cutProxy) serve() {
 }
 
 func (p *cutProxy) forward(c net.Conn) {
+	in := bufio.NewReader(c)
+	p.mu.Lock()
+	noStreams := p.noStreams
+	p.mu.Unlock()
+	if noStreams {
+		line, err := in.ReadString('\n')
+		if err != nil || strings.Contains(line, "/api/v1/events") {
+			p.mu.Lock()
+			delete(p.conns, c)
+			p.mu.Unlock()
+			c.Close()
+			return
+		}
+		in = bufio.NewReader(io.MultiReader(strings.NewReader(line), in))
+	}
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
@@ -63,7 +83,7 @@ func (p *cutProxy) forward(c net.Conn) {
 	p.conns[up] = struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
+	go func() { io.Copy(up, in); done <- struct{}{} }()
 	go func() { io.Copy(c, up); done <- struct{}{} }()
 	<-done
 	c.Close()
@@ -89,5 +109,23 @@ func (p *cutProxy) Cut(hold bool) {
 func (p *cutProxy) Resume() {
 	p.mu.Lock()
 	p.held = false
+	p.mu.Unlock()
+}
+
+// HoldStreams cuts every connection and, until ResumeStreams, refuses new
+// connections that open the event stream (the page stops hearing events
+// but can still send requests). Browsers reuse idle connections, so a
+// stream may get through again once other requests have opened new ones.
+func (p *cutProxy) HoldStreams() {
+	p.mu.Lock()
+	p.noStreams = true
+	p.mu.Unlock()
+	p.Cut(false)
+}
+
+// ResumeStreams lets event streams through again.
+func (p *cutProxy) ResumeStreams() {
+	p.mu.Lock()
+	p.noStreams = false
 	p.mu.Unlock()
 }

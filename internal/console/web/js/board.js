@@ -1,7 +1,9 @@
 // Board: the workboard's tasks in columns of the API's `statuses` order,
 // kept current by the event stream. Cards move by dragging (pointer
 // events: mouse, pen or touch), with the status menu on each card, or with
-// Alt+ArrowLeft / Alt+ArrowRight on a focused card.
+// Alt+ArrowLeft / Alt+ArrowRight on a focused card. A card whose run is
+// parked (run status waiting) wears a badge naming what it waits for: a
+// person's approval or the budget.
 import * as api from "./api.js";
 import { h, replace, showError, fmtDate, statusLabel, notify } from "./ui.js";
 import { openPanel } from "./taskpanel.js";
@@ -10,7 +12,8 @@ import { taskDialog } from "./taskform.js";
 const WB = "/workboard";
 
 export function render(main) {
-  const state = { tasks: new Map(), statuses: [], agents: [], panel: null };
+  // waiting: task id -> what its run waits for (approval, budget).
+  const state = { tasks: new Map(), statuses: [], agents: [], panel: null, waiting: new Map() };
   const streamState = h("span", { class: "stream-state", role: "status", "aria-live": "polite" }, "connecting…");
   const boardEl = h("div", { class: "board", id: "board", "aria-busy": "true" });
   const newBtn = h("button", { type: "button", id: "new-task" }, "New task");
@@ -30,6 +33,7 @@ export function render(main) {
       } while (cursor);
       state.statuses = statuses;
       state.tasks = new Map(tasks.map((t) => [t.id, t]));
+      await loadWaiting(tasks);
       draw();
       boardEl.setAttribute("aria-busy", "false");
       boardEl.dataset.ready = "true";
@@ -41,6 +45,21 @@ export function render(main) {
       showError(err, "Loading the board");
     }
   }
+  // loadWaiting finds the parked runs: pending approvals name their
+  // tasks; a running task's latest run tells whether it waits for budget.
+  async function loadWaiting(tasks) {
+    const waiting = new Map();
+    try {
+      const { approvals } = await api.get("/approvals?status=pending&limit=500");
+      for (const a of approvals) if (a.task_id) waiting.set(a.task_id, "approval");
+      await Promise.all(tasks.filter((t) => t.status === "running" && !waiting.has(t.id)).map(async (t) => {
+        const { runs } = await api.get(`${WB}/tasks/${t.id}/runs?limit=1`);
+        if (runs[0]?.status === "waiting") waiting.set(t.id, runs[0].waiting_for || "approval");
+      }));
+    } catch { /* badges are a hint; the board works without them */ }
+    state.waiting = waiting;
+  }
+
   api.get("/agents").then((r) => { state.agents = r.agents; }).catch(() => {});
 
   // The stream is opened first and the list loaded once it is open, so no
@@ -61,6 +80,11 @@ export function render(main) {
         state.tasks.delete(ev.task_id);
       } else if (ev.type.startsWith("run.") && p.task_status && state.tasks.has(ev.task_id)) {
         state.tasks.set(ev.task_id, { ...state.tasks.get(ev.task_id), status: p.task_status });
+      }
+      if (ev.type === "run.approval_requested" || ev.type === "run.waiting") {
+        state.waiting.set(ev.task_id, p.waiting_for || "approval");
+      } else if (["run.approval_decided", "run.resumed", "run.finished", "run.failed", "run.cancelled"].includes(ev.type)) {
+        state.waiting.delete(ev.task_id);
       }
       boardEl.dataset.lastEventId = ev.id;
       if (loaded) draw();
@@ -117,9 +141,13 @@ export function render(main) {
     const sel = h("select", { "aria-label": `Status of ${t.title}`, class: "status-select" },
       state.statuses.map((s) => h("option", { value: s, selected: s === t.status }, statusLabel(s))));
     sel.addEventListener("change", () => move(t, sel.value));
+    const waits = state.waiting.get(t.id);
     const el = h("li", { class: "card", tabindex: "0", dataset: { id: t.id, status: t.status },
-      "aria-label": `${t.title}, ${statusLabel(t.status)}. Alt+Arrow keys move it.` },
+      "aria-label": `${t.title}, ${statusLabel(t.status)}${waits ? `, waiting for ${waits}` : ""}. Alt+Arrow keys move it.` },
       h("button", { type: "button", class: "title", onclick: () => openTask(t.id) }, t.title),
+      waits && (waits === "approval"
+        ? h("a", { class: "badge waiting", href: "#/approvals", dataset: { waiting: waits } }, "waiting for approval")
+        : h("span", { class: "badge waiting", dataset: { waiting: waits } }, `waiting for ${waits}`)),
       h("div", { class: "meta" },
         t.agent_id && h("span", {}, "agent ", h("strong", {}, t.agent_id)),
         t.owner && h("span", {}, "owner ", h("strong", {}, t.owner)),
@@ -142,7 +170,7 @@ export function render(main) {
   // dragSource lets a card be dragged onto a column with any pointer.
   function dragSource(el, t) {
     el.addEventListener("pointerdown", (down) => {
-      if (down.button !== 0 || down.target.closest("select, button:not(.title)")) return;
+      if (down.button !== 0 || down.target.closest("select, a, button:not(.title)")) return;
       let dragging = false;
       let target = null;
       const moveFn = (e) => {

@@ -31,6 +31,13 @@ function describe(ev) {
     case "task.created": return ["Task created", ""];
     case "task.updated": return [`Task changed: ${(p.changed || []).join(", ")}`, ""];
     case "run.started": return [`Run ${ev.attempt ?? ""} started (${p.trigger || "api"})`, ""];
+    case "run.approval_requested": return [`Waiting for approval to run ${p.tool} (approval #${p.approval_id}, expires ${fmtTime(p.expires_at)})`, "wait"];
+    case "run.approval_decided": return [`Call to ${p.tool} ${p.status}${p.decided_by ? ` by ${p.decided_by}` : ""}${p.comment ? `: ${p.comment}` : ""}`,
+      p.status === "approved" ? "ok" : "bad"];
+    case "run.waiting": return [`Waiting for ${p.waiting_for}${p.reason ? `: ${p.reason}` : ""}`, "wait"];
+    case "run.resumed": return [`Resumed after waiting for ${p.waiting_for}${p.waited_ms !== undefined ? ` (${Math.round(p.waited_ms / 1000)} s)` : ""}`, ""];
+    case "run.tool": return [`Tool ${p.tool} ${p.is_error ? "failed" : "ran"}${p.kind === "mcp" ? ` on MCP server ${p.server}` : p.kind === "skill" ? ` from skill ${p.skill}` : ""} (${p.duration_ms ?? "?"} ms)`,
+      p.is_error ? "bad" : ""];
     case "run.artifact": return [`Artifact ${p.name || p.path} (${p.size_bytes ?? "?"} bytes) written by ${p.tool || "a tool"}`, ""];
     case "run.finished": return [`Run ${ev.attempt ?? ""} finished: ${p.turns} turn(s), ${p.input_tokens}+${p.output_tokens} tokens, ${p.duration_ms} ms`, "ok"];
     case "run.failed": return [`Run ${ev.attempt ?? ""} failed${p.timed_out ? " (time limit)" : ""}: ${p.error || ""}`, "bad"];
@@ -136,7 +143,8 @@ export function openPanel(id, { agents, statuses, onChange, onDelete, onClose })
       const [{ runs, count }, ui] = await Promise.all([api.get(`${path}/runs?limit=5`), temporalBase()]);
       replace(runsEl, count === 0 ? h("p", { class: "muted" }, "No runs yet.") :
         h("ul", { class: "plain" }, runs.map((r) => h("li", { dataset: { runId: r.id, status: r.status } },
-          h("strong", {}, `#${r.attempt}`), h("span", { class: "status-" + r.status }, r.status),
+          h("strong", {}, `#${r.attempt}`), h("span", { class: "status-" + r.status }, r.status === "waiting" && r.waiting_for ? `waiting for ${r.waiting_for}` : r.status),
+          r.status === "waiting" && r.waiting_for === "approval" ? h("a", { href: "#/approvals" }, "Decide in Approvals") : null,
           h("span", { class: "muted" }, fmtTime(r.created_at)),
           r.turns ? h("span", {}, `${r.turns} turns`) : null,
           r.cost_usd ? h("span", {}, usd(r.cost_usd)) : null,
