@@ -49,6 +49,7 @@ func (f *WorkboardFeature) Register(r fiber.Router) {
 	g.Get("/tasks/:id/runs", f.listRuns)
 	g.Get("/tasks/:id/runs/:run_id", f.getRun)
 	g.Post("/tasks/:id/runs/:run_id/cancel", f.cancelRun)
+	g.Post("/tasks/:id/runs/:run_id/retry", f.retryRun)
 	g.Get("/tasks/:id/artifacts", f.listArtifacts)
 	g.Get("/artifacts/:id/download", f.downloadArtifact)
 	g.Get("/tasks/:id/comments", f.listComments)
@@ -77,6 +78,9 @@ func (f *WorkboardFeature) MapError(err error) *Error {
 		e := &Error{Status: fiber.StatusConflict, Message: conflict.Msg, Code: conflict.Code}
 		if conflict.RunID != 0 {
 			e.With("run_id", conflict.RunID)
+		}
+		if conflict.Status != "" {
+			e.With("status", conflict.Status)
 		}
 		return e
 	case errors.Is(err, taskruns.ErrTemporalUnavailable):
@@ -278,6 +282,31 @@ func (f *WorkboardFeature) cancelRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	return c.Status(fiber.StatusAccepted).JSON(run)
+}
+
+// retryRun starts a new attempt of a failed run that goes on from its
+// last recorded step (docs/retry.md).
+func (f *WorkboardFeature) retryRun(c *fiber.Ctx) error {
+	if err := Require(c, auth.PermWrite); err != nil {
+		return err
+	}
+	id, err := pathInt(c, "id")
+	if err != nil {
+		return err
+	}
+	runID, err := pathInt(c, "run_id")
+	if err != nil {
+		return err
+	}
+	if f.Runs == nil {
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+	}
+	run, err := f.Runs.Retry(c.UserContext(), id, runID)
+	if err != nil {
+		return err
+	}
+	c.Location(fmt.Sprintf("%s/workboard/tasks/%d/runs/%d", Prefix, id, run.ID))
 	return c.Status(fiber.StatusAccepted).JSON(run)
 }
 

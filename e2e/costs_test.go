@@ -65,6 +65,7 @@ type ledgerRow struct {
 	RunID          string  `json:"run_id"`
 	Subject        string  `json:"subject"`
 	Source         string  `json:"source"`
+	Trigger        string  `json:"trigger"`
 	Outcome        string  `json:"outcome"`
 	RejectionCode  string  `json:"rejection_code"`
 	Attempts       int     `json:"attempts"`

@@ -120,3 +120,12 @@ func (s *Store) RunSnapshotBody(ctx context.Context, sha string) (string, error)
 	}
 	return row.Body, nil
 }
+
+// DeleteRunMessages removes every message of a run (a retry whose start
+// was undone).
+func (s *Store) DeleteRunMessages(ctx context.Context, runKey string) error {
+	if err := s.DB.WithContext(ctx).Where("run_key = ?", runKey).Delete(&RunMessage{}).Error; err != nil {
+		return fmt.Errorf("remove messages of run %s: %w", runKey, err)
+	}
+	return nil
+}

@@ -142,8 +142,17 @@ type TaskRun struct {
 	Attempt int    `gorm:"not null;uniqueIndex:idx_task_runs_task_attempt,priority:2"`
 	Status  string `gorm:"size:16;not null;index"`
 	AgentID string `gorm:"size:100;index"`
-	// Trigger is what started the run (api).
-	Trigger       string `gorm:"size:32"`
+	// Trigger is what started the run (api, retry).
+	Trigger string `gorm:"size:32"`
+	// RetryOf is the failed run this one retries (trigger retry): it went
+	// on from that run's last recorded steps (docs/retry.md).
+	RetryOf *int64
+	// ReusedTurns is how many LLM turns a retry took over from RetryOf
+	// instead of asking the provider again.
+	ReusedTurns int
+	// Snapshot is the content hash of the agent as resolved for the run
+	// (internal/runlog): what a retry goes on with.
+	Snapshot      string `gorm:"size:64"`
 	WorkflowID    string `gorm:"size:191"`
 	TemporalRunID string `gorm:"size:64"`
 	// ActiveTaskID is TaskID while the run is queued or running and NULL
@@ -197,9 +206,11 @@ func (r TaskRun) MarshalJSON() ([]byte, error) {
 		CostMicros    int64      `json:"cost_micros"`
 		CostUSD       float64    `json:"cost_usd"`
 		Reply         string     `json:"reply"`
+		RetryOf       *int64     `json:"retry_of,omitempty"`
+		ReusedTurns   int        `json:"reused_turns,omitempty"`
 	}{r.ID, r.TaskID, r.Attempt, r.Status, r.WaitingFor, r.AgentID, r.Trigger, r.WorkflowID, r.TemporalRunID, r.CreatedAt, r.StartedAt,
 		r.FinishedAt, duration, r.Error, r.StopReason, r.Turns, r.InputTokens, r.OutputTokens, r.CostMicros,
-		float64(r.CostMicros) / 1e6, r.Reply})
+		float64(r.CostMicros) / 1e6, r.Reply, r.RetryOf, r.ReusedTurns})
 }
 
 // Artifact is a file a run wrote, attached to the run's task.
@@ -257,6 +268,8 @@ type ConflictError struct {
 	Msg  string
 	// RunID is the run concerned, when there is one.
 	RunID int64
+	// Status is the run's current status, when the conflict is about it.
+	Status string
 }
 
 func (e *ConflictError) Error() string { return e.Msg }
@@ -270,6 +283,8 @@ var (
 	ErrRunActive    = &ConflictError{Code: "run_active", Msg: "a run is already active for this task"}
 	ErrRunNotActive = &ConflictError{Code: "run_not_active", Msg: "the run is not active"}
 	ErrNotInReview  = &ConflictError{Code: "not_in_review", Msg: "the task is not awaiting review"}
+	// ErrRunNotRetryable: only a failed (or timed-out) run can be retried.
+	ErrRunNotRetryable = &ConflictError{Code: "run_not_retryable", Msg: "only a failed run can be retried"}
 )
 
 // TaskFields are the writable fields of a task. A nil field was not sent.
@@ -601,6 +616,10 @@ type NewRun struct {
 	AgentID    string
 	Trigger    string
 	WorkflowID string
+	Snapshot   string
+	// RetryOf and ReusedTurns are set for a retry.
+	RetryOf     *int64
+	ReusedTurns int
 }
 
 // CreateRun inserts a queued run with the task's next attempt number.
@@ -624,7 +643,8 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun) (*TaskRun, error) {
 		now := time.Now().UTC()
 		active := t.ID
 		run = TaskRun{TaskID: t.ID, Attempt: attempt + 1, Status: RunQueued, AgentID: nr.AgentID, Trigger: nr.Trigger,
-			WorkflowID: nr.WorkflowID, ActiveTaskID: &active, CreatedAt: now, UpdatedAt: now}
+			WorkflowID: nr.WorkflowID, ActiveTaskID: &active, CreatedAt: now, UpdatedAt: now,
+			Snapshot: nr.Snapshot, RetryOf: nr.RetryOf, ReusedTurns: nr.ReusedTurns}
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&run)
 		if res.Error != nil {
 			return fmt.Errorf("insert run of task %d: %w", t.ID, res.Error)
@@ -769,9 +789,11 @@ func (s *Store) MarkRunStarted(ctx context.Context, runID int64) (*TaskRun, erro
 				return fmt.Errorf("start run %d: task %d: %w", runID, run.TaskID, err)
 			}
 		}
-		ev := runEvent(EventRunStarted, fmt.Sprintf("run.started:%d", runID), run, map[string]any{
-			"workflow_id": run.WorkflowID, "trigger": run.Trigger, "task_status": TaskRunning,
-		})
+		payload := map[string]any{"workflow_id": run.WorkflowID, "trigger": run.Trigger, "task_status": TaskRunning}
+		if run.RetryOf != nil {
+			payload["retry_of"], payload["reused_turns"] = *run.RetryOf, run.ReusedTurns
+		}
+		ev := runEvent(EventRunStarted, fmt.Sprintf("run.started:%d", runID), run, payload)
 		_, err = insertEvent(tx, s.Driver, &ev)
 		return err
 	})

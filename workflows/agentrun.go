@@ -63,6 +63,10 @@ type agentRun struct {
 	// (budgetwait.go).
 	budgetWait, budgetWaited time.Duration
 	waitStep                 string
+
+	// reuse are the recorded steps of the failed attempt a retried run
+	// goes on from (retry.go); nil for other runs.
+	reuse *ReusedSteps
 }
 
 // errContinueAsNew stops the loop between turns so the workflow can
@@ -161,16 +165,21 @@ type durableExecutor struct {
 }
 
 func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
-	ctx := workflow.WithActivityOptions(e.ctx, e.run.llmOpts)
 	n := len(t.Request.Messages)
-	var resp llm.Response
-	in := LLMTurnInput{Run: e.run.ref, Turn: t.Turn, Messages: n, ToolChoice: t.Request.ToolChoice}
-	err := workflow.ExecuteActivity(ctx, e.run.llmStep, in).Get(ctx, &resp)
-	if code, ok := budgetRefusal(err); ok && e.run.budgetWait > 0 {
-		err = e.waitForBudget(in, code, err, &resp)
-	}
+	resp, reused, err := e.reusedAnswer(t.Turn, n)
 	if err != nil {
-		return nil, stepError(err)
+		return nil, err
+	}
+	if !reused {
+		ctx := workflow.WithActivityOptions(e.ctx, e.run.llmOpts)
+		in := LLMTurnInput{Run: e.run.ref, Turn: t.Turn, Messages: n, ToolChoice: t.Request.ToolChoice}
+		err := workflow.ExecuteActivity(ctx, e.run.llmStep, in).Get(ctx, &resp)
+		if code, ok := budgetRefusal(err); ok && e.run.budgetWait > 0 {
+			err = e.waitForBudget(in, code, err, &resp)
+		}
+		if err != nil {
+			return nil, stepError(err)
+		}
 	}
 	e.callSeq, e.nextSeq, e.index = n, n+1, 0
 	if e.run.onTurn != nil {
@@ -180,6 +189,11 @@ func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 }
 
 func (e *durableExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
+	if res, ok := e.run.reuse.result(inv.Turn, e.index); ok { // recorded by the retried attempt
+		e.index++
+		e.nextSeq++
+		return res, nil
+	}
 	if e.run.approvals.Needs(inv.Call.Name) {
 		res, approved, err := e.askApproval(inv)
 		if err != nil {

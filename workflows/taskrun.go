@@ -88,7 +88,7 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 		run := &agentRun{ref: ref, outline: in.Agent, llmStep: ActivityTaskRunLLMTurn, toolStep: ActivityTaskRunTool,
 			llmOpts: llmActivityOptions, toolOpts: toolActivityOptions, continueAfter: in.ContinueAfterEvents,
 			onTurn:    func(turn int, u llm.Usage) { progress.Turns, progress.Usage = turn, progress.Usage.Add(u) },
-			approvals: in.Approvals, budgetWait: in.BudgetWait, budgetWaited: in.BudgetWaited, waitStep: ActivityTaskRunWait,
+			approvals: in.Approvals, budgetWait: in.BudgetWait, budgetWaited: in.BudgetWaited, waitStep: ActivityTaskRunWait, reuse: in.Reuse,
 			onWait: func(waitingFor string) {
 				progress.Status, progress.WaitingFor = models.RunRunning, waitingFor
 				if waitingFor != "" {

@@ -73,6 +73,9 @@ type TaskRunInput struct {
 	// carried across continue-as-new.
 	BudgetWait   time.Duration `json:"budget_wait,omitempty"`
 	BudgetWaited time.Duration `json:"budget_waited,omitempty"`
+	// Reuse is set on a retry (TriggerRetry): the recorded steps of the
+	// failed attempt this one goes on from (retry_contract.go).
+	Reuse *ReusedSteps `json:"reuse,omitempty"`
 }
 
 func (in TaskRunInput) ref() RunRef {

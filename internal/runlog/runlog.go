@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -216,3 +217,49 @@ func (l *Log) blob(sha string) ([]byte, error) {
 }
 
 func (l *Log) blobPath(sha string) string { return filepath.Join(l.BlobDir, sha[:2], sha) }
+
+// Recorded returns the messages of run key from position 0 up to the first
+// missing position: the conversation as far as it was recorded.
+func (l *Log) Recorded(ctx context.Context, key string) ([]llm.Message, error) {
+	rows, err := l.Store.RunMessages(ctx, key, math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]llm.Message, 0, len(rows))
+	for i := range rows {
+		if rows[i].Seq != i {
+			break
+		}
+		m, err := l.decode(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// CopyPrefix copies the first n messages of run from to run to (a retried
+// run goes on from them). The rows are copied as they are: a large message
+// keeps pointing at the same content-addressed blob.
+func (l *Log) CopyPrefix(ctx context.Context, from, to string, n int) error {
+	rows, err := l.Store.RunMessages(ctx, from, n)
+	if err != nil {
+		return err
+	}
+	if len(rows) != n {
+		return fmt.Errorf("%w: run %s has %d of the %d messages to copy", ErrOutOfStep, from, len(rows), n)
+	}
+	for _, row := range rows {
+		row.RunKey = to
+		if err := l.Store.PutRunMessage(ctx, row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Delete removes the messages of run key.
+func (l *Log) Delete(ctx context.Context, key string) error {
+	return l.Store.DeleteRunMessages(ctx, key)
+}

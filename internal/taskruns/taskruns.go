@@ -57,6 +57,10 @@ type Service struct {
 	TaskQueue string
 	// Timeout overrides workflows.TaskRunTimeout (tests).
 	Timeout time.Duration
+	// WorkDir is the work directory of a run (activities.RunDir in the
+	// artifact area): a retry copies the failed run's into its own. Nil:
+	// nothing is copied.
+	WorkDir func(taskID, runID int64) string
 }
 
 // Start requests a run of a task by its agent and returns the queued run.
@@ -77,33 +81,17 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	if task.AgentID == "" {
 		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("task %d has no agent_id; set one before starting a run", taskID)}
 	}
-	def, ok := r.Agents.Get(task.AgentID)
-	if !ok {
-		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("task %d names agent %q, which does not exist", taskID, task.AgentID)}
-	}
-	if !def.IsEnabled() {
-		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("agent %q is disabled", def.ID)}
+	def, err := r.enabledAgent(task, task.AgentID)
+	if err != nil {
+		return nil, err
 	}
 	set, err := chat.Resolve(&r.Config.Config, r.Router, def, r.Toolbox.Tools(def), nil, principal)
 	if err != nil {
 		return nil, err
 	}
-
-	nr := models.NewRun{TaskID: taskID, AgentID: def.ID, Trigger: trigger, WorkflowID: workflows.TaskRunWorkflowID(taskID)}
-	run, err := r.Store.CreateRun(ctx, nr)
-	if errors.Is(err, models.ErrRunActive) && r.repairStale(ctx, taskID) {
-		run, err = r.Store.CreateRun(ctx, nr)
-	}
-	if err != nil {
-		return nil, err
-	}
-
-	subject := "anonymous"
-	if principal != nil {
-		subject = principal.Subject
-	}
 	// The agent as resolved now is the run's snapshot, stored by content
-	// hash: a later change of the agent file never changes this run.
+	// hash: a later change of the agent file never changes this run (nor a
+	// retry of it).
 	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
 		Provider: set.Provider, Model: set.Model, SystemPrompt: r.Toolbox.SystemPrompt(def), UserText: TaskPrompt(task),
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
@@ -111,15 +99,55 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	}}
 	sha, err := r.Log.PutSnapshot(ctx, snap)
 	if err != nil {
-		if derr := r.Store.DeleteQueuedRun(ctx, run.ID); derr != nil {
-			err = errors.Join(err, derr)
-		}
 		return nil, err
 	}
+	run, err := r.createRun(ctx, models.NewRun{TaskID: taskID, AgentID: def.ID, Trigger: trigger, WorkflowID: workflows.TaskRunWorkflowID(taskID),
+		Snapshot: sha})
+	if err != nil {
+		return nil, err
+	}
+	return r.launch(ctx, task, def, run, snap, subject(principal), nil, func() error { return nil })
+}
+
+// enabledAgent is the agent a run of task uses: it must exist and be
+// enabled (400 on agent_id otherwise).
+func (r *Service) enabledAgent(task *models.Task, agentID string) (*agent.Definition, error) {
+	def, ok := r.Agents.Get(agentID)
+	if !ok {
+		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("task %d names agent %q, which does not exist", task.ID, agentID)}
+	}
+	if !def.IsEnabled() {
+		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("agent %q is disabled", def.ID)}
+	}
+	return def, nil
+}
+
+// createRun inserts the queued run (409 while the task has an active run,
+// unless that one turns out to be stale).
+func (r *Service) createRun(ctx context.Context, nr models.NewRun) (*models.TaskRun, error) {
+	run, err := r.Store.CreateRun(ctx, nr)
+	if errors.Is(err, models.ErrRunActive) && r.repairStale(ctx, nr.TaskID) {
+		run, err = r.Store.CreateRun(ctx, nr)
+	}
+	return run, err
+}
+
+func subject(p *auth.Principal) string {
+	if p == nil {
+		return "anonymous"
+	}
+	return p.Subject
+}
+
+// launch starts the workflow of the queued run. When that fails the run
+// is removed again and undo reverts what the caller prepared for it.
+func (r *Service) launch(ctx context.Context, task *models.Task, def *agent.Definition, run *models.TaskRun, snap workflows.RunSnapshot,
+	who string, reuse *workflows.ReusedSteps, undo func() error) (*models.TaskRun, error) {
+	taskID := task.ID
 	in := workflows.TaskRunInput{
-		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: trigger, Subject: subject,
-		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: sha,
-		Approvals: workflows.PolicyOf(def.Approvals), BudgetWait: r.Config.Costs.RunBudgetWait,
+		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: run.Trigger, Subject: who,
+		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: run.Snapshot,
+		Approvals: workflows.PolicyOf(def.Approvals), BudgetWait: r.Config.Costs.RunBudgetWait, Reuse: reuse,
 	}
 	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {
@@ -142,13 +170,13 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SearchAttrTaskID.ValueSet(taskID), workflows.SearchAttrAgentID.ValueSet(def.ID), workflows.SearchAttrTrigger.ValueSet(trigger)),
+			workflows.SearchAttrTaskID.ValueSet(taskID), workflows.SearchAttrAgentID.ValueSet(def.ID), workflows.SearchAttrTrigger.ValueSet(run.Trigger)),
 		StaticSummary: summary(task, def.ID, run.Attempt),
-		StaticDetails: details(task, def.ID, set),
+		StaticDetails: details(task, def.ID, snap.Agent),
 	}
 	we, err := r.Client.ExecuteWorkflow(ctx, opts, workflows.TaskRunWorkflowName, in)
 	if err != nil {
-		if derr := r.Store.DeleteQueuedRun(ctx, run.ID); derr != nil {
+		if derr := errors.Join(r.Store.DeleteQueuedRun(ctx, run.ID), undo()); derr != nil {
 			err = errors.Join(err, derr)
 		}
 		if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
@@ -316,7 +344,7 @@ func summary(t *models.Task, agentID string, attempt int) string {
 }
 
 // details is the markdown the Web UI shows under the summary.
-func details(t *models.Task, agentID string, set chat.Settings) string {
+func details(t *models.Task, agentID string, set agent.Input) string {
 	desc := t.Description
 	if r := []rune(desc); len(r) > 2000 {
 		desc = string(r[:2000]) + "…"
