@@ -3,35 +3,21 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
-	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/dev/telemetrytest"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
-	"github.com/agentryhq/agentry/internal/telemetry"
 )
 
 // TestToolCallSpans: every tool call is an execute_tool span with the
 // tool's name, the model's call id and the outcome; the file content the
 // model wrote appears only with telemetry.capture_content.
 func TestToolCallSpans(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	defer otel.SetTracerProvider(sdktrace.NewTracerProvider())
-	capture := func(on bool) {
-		t.Helper()
-		if _, err := telemetry.Setup(context.Background(), config.TelemetryConfig{Exporter: "none", CaptureContent: on}, "test", slog.New(slog.DiscardHandler)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer capture(false)
+	rec := telemetrytest.Record(t)
+	capture := func(on bool) { telemetrytest.CaptureContent(t, on) }
 	box := NewToolbox(netguard.Policy{Enabled: true}, time.Second)
 	dir := t.TempDir()
 	const content = "FILE-CONTENT-4242"
@@ -53,10 +39,7 @@ func TestToolCallSpans(t *testing.T) {
 		t.Fatalf("%d spans", len(spans))
 	}
 	for i, want := range []struct{ id, tool, outcome string }{{"call_1", "write_file", "ok"}, {"call_2", "read_file", "error"}, {"call_3", "write_file", "ok"}} {
-		attrs := map[string]string{}
-		for _, a := range spans[i].Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
-		}
+		attrs := telemetrytest.Attrs(spans[i])
 		if spans[i].Name() != "execute_tool "+want.tool || attrs["gen_ai.tool.name"] != want.tool || attrs["gen_ai.tool.call.id"] != want.id ||
 			attrs["agentry.tool.outcome"] != want.outcome || attrs["gen_ai.operation.name"] != "execute_tool" {
 			t.Errorf("span %d: %s %v", i, spans[i].Name(), attrs)

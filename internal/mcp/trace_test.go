@@ -4,18 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/agentryhq/agentry/dev/mcpserver"
-	"github.com/agentryhq/agentry/internal/config"
-	"github.com/agentryhq/agentry/internal/telemetry"
+	"github.com/agentryhq/agentry/dev/telemetrytest"
 )
 
 // TestCallSpans: every MCP tool call is a tools/call span naming the
@@ -23,16 +17,8 @@ import (
 // transport_error); arguments and results appear only with
 // telemetry.capture_content.
 func TestCallSpans(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	defer otel.SetTracerProvider(sdktrace.NewTracerProvider())
-	capture := func(on bool) {
-		t.Helper()
-		if _, err := telemetry.Setup(context.Background(), config.TelemetryConfig{Exporter: "none", CaptureContent: on}, "test", slog.New(slog.DiscardHandler)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer capture(false)
+	rec := telemetrytest.Record(t)
+	capture := func(on bool) { telemetrytest.CaptureContent(t, on) }
 
 	ts := httptest.NewServer(mcpserver.Handler(mcpserver.New(mcpserver.Options{})))
 	defer ts.Close()
@@ -65,10 +51,7 @@ func TestCallSpans(t *testing.T) {
 		{"echo", "ok", "Unset"}, {"fail", "tool_error", "Error"}, {"echo", "ok", "Unset"}, {"echo", "transport_error", "Error"},
 	} {
 		s := spans[i]
-		attrs := map[string]string{}
-		for _, a := range s.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
-		}
+		attrs := telemetrytest.Attrs(s)
 		if i == 3 && attrs["agentry.mcp.outcome"] == "tool_error" {
 			want.outcome = "tool_error"
 		}
