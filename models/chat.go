@@ -107,13 +107,38 @@ func (s *Store) GetSession(ctx context.Context, id string) (*ChatSession, error)
 
 // RecentMessages returns up to limit of the newest messages of a session,
 // oldest first.
+// On SQLite they come from the history cache when it can answer (see
+// historyCache).
 func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
+	if s.history == nil {
+		return s.recentMessages(ctx, sessionID, limit)
+	}
+	if msgs, ok := s.history.get(sessionID, limit); ok {
+		return msgs, nil
+	}
+	load := s.history.startLoad(sessionID)
+	msgs, err := s.recentMessages(ctx, sessionID, limit)
+	s.history.finishLoad(sessionID, load, msgs, limit, err == nil)
+	return msgs, err
+}
+
+func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
 	var msgs []ChatMessage
 	err := s.DB.WithContext(ctx).Where("session_id = ?", sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
 	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
 	}
 	return msgs, err
+}
+
+// primeHistory tells the history cache which sessions have messages.
+func (s *Store) primeHistory(ctx context.Context) error {
+	var ids []string
+	if err := s.DB.WithContext(ctx).Model(&ChatMessage{}).Distinct("session_id").Pluck("session_id", &ids).Error; err != nil {
+		return fmt.Errorf("open database: list sessions: %w", err)
+	}
+	s.history.prime(ids)
+	return nil
 }
 
 // SaveExchange stores the outcome of one agent run in one transaction: the
@@ -125,7 +150,11 @@ func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int)
 // it returns once the batch holding it committed.
 func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
 	if s.Group != nil {
-		return s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
+		err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
+		if err == nil && s.history != nil {
+			s.history.appended(sess.ID, msgs) // committed: write through
+		}
+		return err
 	}
 	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := time.Now().UTC()

@@ -77,6 +77,9 @@ type Store struct {
 	Group *GroupCommit
 	// scrub is Options.Scrub, for the writes that bypass GORM's hooks.
 	scrub func(string) string
+	// history caches sessions' recent messages (SQLite only; see
+	// historyCache).
+	history *historyCache
 }
 
 // Open opens the database, checks that it answers and brings its schema up
@@ -132,6 +135,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.Group = NewGroupCommit(sqlDB, opts.WriteQueue, 0)
+		s.history = newHistoryCache(historyKeep, historySessions)
+		if err := s.primeHistory(ctx); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -1,0 +1,183 @@
+package models
+
+import (
+	"container/list"
+	"hash/maphash"
+	"sync"
+)
+
+// historyCache keeps the newest messages of recently used sessions in
+// memory, written through by SaveExchange, so a chat turn does not read its
+// history from the database (RecentMessages was about a quarter of the chat
+// path's CPU profile on SQLite, most of it for sessions with no history at
+// all).
+//
+// It is only correct while this process writes every message of the
+// sessions it caches: SaveExchange is the only writer of chat_messages, and
+// on SQLite one gateway process owns the file (see Store.Group). The store
+// enables it on SQLite only; PostgreSQL serves many gateways.
+//
+// An entry holds the newest min(total, keep) messages of its session, oldest
+// first, so it answers any limit when it holds fewer than keep (that is the
+// whole session) and any limit up to keep otherwise. A load from the
+// database races with a write of the same session: the loader registers
+// before it reads and a write marks the registration stale, so a loader
+// never caches what it read before a write committed.
+//
+// Most turns start a session (every request of the benchmark does): the
+// cache also knows which sessions have messages at all (a set of 64-bit
+// hashes of their ids, primed from the database when the store opens and
+// grown by every write), so a session absent from it has no history and is
+// answered without a read. A hash collision only costs a read.
+type historyCache struct {
+	keep, max int
+	seed      maphash.Seed
+
+	mu      sync.Mutex
+	entries map[string]*list.Element // of *historyEntry
+	lru     *list.List               // front: most recently used
+	loading map[string]*historyLoad
+	// known holds the hashes of the sessions with messages; nil until
+	// primed (then a session not in it has none).
+	known map[uint64]struct{}
+}
+
+type historyEntry struct {
+	session string
+	msgs    []ChatMessage
+}
+
+type historyLoad struct {
+	loaders int
+	stale   bool
+}
+
+// History cache bounds: messages kept per session (more than the chat
+// service's 50-message history) and sessions kept (about 64 MiB with short
+// messages at the bound; idle sessions are evicted first).
+const (
+	historyKeep     = 64
+	historySessions = 10_000
+)
+
+func newHistoryCache(keep, sessions int) *historyCache {
+	return &historyCache{keep: keep, max: sessions, seed: maphash.MakeSeed(), entries: map[string]*list.Element{}, lru: list.New(),
+		loading: map[string]*historyLoad{}}
+}
+
+// prime sets the sessions that have messages (all of them, read before
+// this process writes any).
+func (c *historyCache) prime(sessions []string) {
+	known := make(map[uint64]struct{}, len(sessions))
+	for _, s := range sessions {
+		known[maphash.String(c.seed, s)] = struct{}{}
+	}
+	c.mu.Lock()
+	c.known = known
+	c.mu.Unlock()
+}
+
+// get returns a copy of the newest limit messages of session, oldest first,
+// when the entry can answer.
+func (c *historyCache) get(session string, limit int) ([]ChatMessage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[session]
+	if !ok {
+		if c.known != nil {
+			if _, has := c.known[maphash.String(c.seed, session)]; !has {
+				return nil, true // no message yet
+			}
+		}
+		return nil, false
+	}
+	e := el.Value.(*historyEntry)
+	if limit > len(e.msgs) && len(e.msgs) >= c.keep {
+		return nil, false // older messages exist that the entry does not hold
+	}
+	c.lru.MoveToFront(el)
+	from := max(len(e.msgs)-limit, 0)
+	return append([]ChatMessage(nil), e.msgs[from:]...), true
+}
+
+// startLoad registers a database read of session; finishLoad caches its
+// result unless a write of the session committed meanwhile.
+func (c *historyCache) startLoad(session string) *historyLoad {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.loading[session]
+	if l == nil {
+		l = &historyLoad{}
+		c.loading[session] = l
+	}
+	l.loaders++
+	return l
+}
+
+// finishLoad ends a load; msgs (oldest first) are the newest limit messages
+// the database returned, or nil when the read failed.
+func (c *historyCache) finishLoad(session string, l *historyLoad, msgs []ChatMessage, limit int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l.loaders--
+	if l.loaders == 0 {
+		delete(c.loading, session)
+	}
+	// A read that came back full may have missed older messages: it can
+	// stand for the session only if it holds at least keep of them.
+	if !ok || l.stale || (len(msgs) == limit && limit < c.keep) {
+		return
+	}
+	if _, cached := c.entries[session]; cached {
+		return
+	}
+	kept := msgs[max(len(msgs)-c.keep, 0):]
+	c.put(session, append(make([]ChatMessage, 0, len(kept)+2), kept...))
+}
+
+// appended records messages committed to session (with their Seq set).
+func (c *historyCache) appended(session string, msgs []ChatMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.loading[session]; l != nil {
+		l.stale = true
+	}
+	if c.known != nil && len(msgs) > 0 {
+		c.known[maphash.String(c.seed, session)] = struct{}{}
+	}
+	el, ok := c.entries[session]
+	if !ok {
+		if len(msgs) > 0 && msgs[0].Seq == 1 {
+			// A new session's first messages are the whole session.
+			c.put(session, append([]ChatMessage(nil), msgs[max(len(msgs)-c.keep, 0):]...))
+		}
+		return
+	}
+	e := el.Value.(*historyEntry)
+	var last int64
+	if n := len(e.msgs); n > 0 {
+		last = e.msgs[n-1].Seq
+	}
+	if len(msgs) > 0 && msgs[0].Seq != last+1 {
+		// Not the continuation of what the entry holds (two writers of
+		// one session committed in an order their updates did not keep):
+		// forget it, the next read loads it again.
+		c.lru.Remove(el)
+		delete(c.entries, session)
+		return
+	}
+	e.msgs = append(e.msgs, msgs...)
+	if over := len(e.msgs) - c.keep; over > 0 {
+		e.msgs = append(e.msgs[:0:0], e.msgs[over:]...)
+	}
+	c.lru.MoveToFront(el)
+}
+
+func (c *historyCache) put(session string, msgs []ChatMessage) {
+	c.entries[session] = c.lru.PushFront(&historyEntry{session: session, msgs: msgs})
+	for c.lru.Len() > c.max {
+		old := c.lru.Back()
+		c.lru.Remove(old)
+		delete(c.entries, old.Value.(*historyEntry).session)
+	}
+}

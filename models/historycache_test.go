@@ -1,0 +1,122 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+)
+
+func sameHistory(t *testing.T, s *Store, session string, limit int) {
+	t.Helper()
+	got, err := s.RecentMessages(context.Background(), session, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.recentMessages(context.Background(), session, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s limit %d: %d cached messages, %d in the database", session, limit, len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Seq != w.Seq || g.Content != w.Content || g.Role != w.Role || g.RunID != w.RunID || g.ToolCalls != w.ToolCalls {
+			t.Fatalf("%s limit %d message %d: cached %+v, database %+v", session, limit, i, g, w)
+		}
+	}
+}
+
+// TestHistoryCacheMatchesTheDatabase: whatever was written, by this store or
+// before it opened, the cached history is what the database holds, including
+// sessions longer than the cache keeps.
+func TestHistoryCacheMatchesTheDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.db")
+	s, err := Open(context.Background(), Options{Driver: DriverSQLite, DSN: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.history == nil {
+		t.Fatal("SQLite store without its history cache")
+	}
+	ctx := context.Background()
+	exchange := func(s *Store, session string, turn int) {
+		t.Helper()
+		err := s.SaveExchange(ctx, &ChatSession{ID: session, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"}, nil,
+			[]ChatMessage{{RunID: fmt.Sprint(turn), Role: "user", Content: fmt.Sprintf("q%d", turn)},
+				{RunID: fmt.Sprint(turn), Role: "assistant", Content: fmt.Sprintf("a%d", turn), ToolCalls: `[{"id":"x"}]`}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Concurrent sessions, one writer each (as the chat session lock makes it).
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for turn := range 5 + i*10 { // up to 150 messages: past historyKeep
+				exchange(s, fmt.Sprintf("s%d", i), turn)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 8 {
+		for _, limit := range []int{1, 50, historyKeep, 200} {
+			sameHistory(t, s, fmt.Sprintf("s%d", i), limit)
+		}
+	}
+	if msgs, ok := s.history.get("never", 50); !ok || len(msgs) != 0 {
+		t.Fatalf("a session without messages is not answered from memory: %v %v", msgs, ok)
+	}
+	s.Close()
+
+	// Reopened: the cache is primed from the file, then written through.
+	s, err = Open(ctx, Options{Driver: DriverSQLite, DSN: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 8 {
+		sameHistory(t, s, fmt.Sprintf("s%d", i), 50) // loaded from the database
+		exchange(s, fmt.Sprintf("s%d", i), 1000)
+		sameHistory(t, s, fmt.Sprintf("s%d", i), 50) // written through
+		sameHistory(t, s, fmt.Sprintf("s%d", i), 3)
+	}
+	exchange(s, "fresh", 1)
+	sameHistory(t, s, "fresh", 50)
+}
+
+// TestHistoryCacheLoadRacingAWrite: a load that read before a write
+// committed does not cache what it read.
+func TestHistoryCacheLoadRacingAWrite(t *testing.T) {
+	c := newHistoryCache(4, 10)
+	c.prime([]string{"s"})
+	load := c.startLoad("s")
+	old := []ChatMessage{{Seq: 1}, {Seq: 2}}
+	c.appended("s", []ChatMessage{{Seq: 3}}) // committed while the load read
+	c.finishLoad("s", load, old, 50, true)
+	if _, ok := c.get("s", 50); ok {
+		t.Fatal("a stale read was cached")
+	}
+	// A later load caches, and the entry answers only what it can.
+	load = c.startLoad("s")
+	c.finishLoad("s", load, []ChatMessage{{Seq: 1}, {Seq: 2}, {Seq: 3}}, 50, true)
+	if got, ok := c.get("s", 2); !ok || !reflect.DeepEqual(got, []ChatMessage{{Seq: 2}, {Seq: 3}}) {
+		t.Fatalf("get: %v %v", got, ok)
+	}
+	c.appended("s", []ChatMessage{{Seq: 4}, {Seq: 5}}) // now 5 > keep 4: oldest dropped
+	if _, ok := c.get("s", 5); ok {
+		t.Fatal("an entry holding the newest 4 of 5 messages answered a limit of 5")
+	}
+	if got, ok := c.get("s", 4); !ok || got[0].Seq != 2 || got[3].Seq != 5 {
+		t.Fatalf("get: %v %v", got, ok)
+	}
+	c.appended("s", []ChatMessage{{Seq: 9}}) // not the continuation: forgotten
+	if _, ok := c.get("s", 1); ok {
+		t.Fatal("a gap in the sequence was cached")
+	}
+}
