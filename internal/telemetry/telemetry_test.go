@@ -18,6 +18,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/agentryhq/agentry/dev/otlpcollector"
 	"github.com/agentryhq/agentry/internal/config"
@@ -265,4 +268,58 @@ func BenchmarkMetricsPerChat(b *testing.B) {
 		ObserveHTTP("/api/v1/chat", "POST", 200, time.Millisecond)
 		LLMCallSettled("ollama", "llama3.2", "ok", 20, 5, 0, time.Millisecond)
 	}
+}
+
+// traceReceiver is an OTLP/gRPC trace receiver (the collector's own
+// service definition) that keeps what it is sent.
+type traceReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+	auth  []string
+}
+
+func (r *traceReceiver) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.auth = append(r.auth, md.Get("x-api-key")...)
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				r.names = append(r.names, s.Name)
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// TestOTLPGRPCExportToARealReceiver: exporter otlp-grpc sends spans (with
+// the configured headers as metadata) to a gRPC receiver on loopback.
+func TestOTLPGRPCExportToARealReceiver(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	recv := &traceReceiver{}
+	coltracepb.RegisterTraceServiceServer(srv, recv)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	tr, err := Setup(context.Background(), config.TelemetryConfig{Exporter: "otlp-grpc", Endpoint: ln.Addr().String(), SampleRatio: 1,
+		Headers: map[string]string{"x-api-key": "collector-key"}}, "test", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s := Tracer().Start(context.Background(), "GET /api/v1/agents")
+	s.End()
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	if len(recv.names) != 1 || recv.names[0] != "GET /api/v1/agents" || len(recv.auth) == 0 || recv.auth[0] != "collector-key" {
+		t.Fatalf("received %v, x-api-key %v", recv.names, recv.auth)
+	}
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
 }
