@@ -140,6 +140,14 @@ func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLM
 // activity with the same call id, so one ledger row), stores the answer,
 // and returns it without tool arguments and with its text bounded.
 func LLMTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workflows.LLMTurnInput, meta llm.CallMeta) (*llm.Response, error) {
+	resp, err := llmTurn(ctx, log, router, in, meta)
+	if full := storageFull(err); full != nil {
+		return nil, full // the run log could not store the turn
+	}
+	return resp, err
+}
+
+func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workflows.LLMTurnInput, meta llm.CallMeta) (*llm.Response, error) {
 	var snap workflows.RunSnapshot
 	if err := log.Snapshot(ctx, in.Run.Snapshot, &snap); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
@@ -239,6 +247,9 @@ func LLMStepError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // cancelled or timed out by Temporal
 	}
+	if full := storageFull(err); full != nil {
+		return full // cost admission or settlement could not write
+	}
 	attempt := int32(1)
 	if activity.IsActivity(ctx) {
 		attempt = activity.GetInfo(ctx).Attempt
@@ -323,6 +334,44 @@ func (a *TaskRunActivities) toolEvent(ctx context.Context, in workflows.ToolInpu
 // record (true: newly recorded; then notify is called once), and returns
 // the result with its text reduced to a summary.
 func ToolStep(ctx context.Context, log *runlog.Log, tb *agent.Toolbox, dir string, in workflows.ToolInput,
+	record func(agent.ProducedFile) (bool, error), notify func()) (agent.ToolResult, error) {
+	res, err := toolStep(ctx, log, tb, dir, in, record, notify)
+	return res, toolStepError(ctx, err)
+}
+
+// toolStepError applies the tool step's retry rules, which the activity
+// decides rather than the retry policy: a full database waits for space
+// however long it takes; anything else gives up after
+// workflows.ToolStepAttempts.
+func toolStepError(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if full := storageFull(err); full != nil {
+		return full
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() {
+		return err
+	}
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt >= workflows.ToolStepAttempts {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%v (gave up after %d attempts)", err, workflows.ToolStepAttempts), "ToolStepFailed", err)
+	}
+	return err
+}
+
+// storageFull turns an error of a write the database refused for lack of
+// space into a step error retried after workflows.StorageFullRetryDelay
+// (its text fixed, so no SQL or path reaches the history), else nil.
+func storageFull(err error) error {
+	if !models.IsStorageFull(err) {
+		return nil
+	}
+	return temporal.NewApplicationErrorWithOptions(models.ErrStorageFull.Error(), workflows.ErrTypeStorageFull,
+		temporal.ApplicationErrorOptions{NextRetryDelay: workflows.StorageFullRetryDelay})
+}
+
+func toolStep(ctx context.Context, log *runlog.Log, tb *agent.Toolbox, dir string, in workflows.ToolInput,
 	record func(agent.ProducedFile) (bool, error), notify func()) (agent.ToolResult, error) {
 	var snap workflows.RunSnapshot
 	if err := log.Snapshot(ctx, in.Run.Snapshot, &snap); err != nil {

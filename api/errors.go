@@ -13,6 +13,11 @@ import (
 	"github.com/agentryhq/agentry/models"
 )
 
+// storageFullRetry is the Retry-After of writes refused because the
+// database is out of space: freeing space is a person's job, so a client
+// should not come back at once.
+const storageFullRetry = 60 * time.Second
+
 // Error is an API error: the status code and the envelope {"error": ...},
 // optionally with a machine-readable code and context fields.
 type Error struct {
@@ -59,6 +64,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	case errors.As(err, &apiErr):
 	case errors.As(err, &fe):
 		apiErr = &Error{Status: fe.Code, Message: fiberMessage(fe), Code: fiberCode(fe.Code)}
+	case models.IsStorageFull(err):
+		// Not a bare 500: the caller learns what is wrong and when to come
+		// back; /health says the same (decisions.md, "Full disk").
+		s.log.Error("request failed: database out of space", "method", c.Method(), "path", c.Path())
+		apiErr = &Error{Status: fiber.StatusInsufficientStorage, Message: models.ErrStorageFull.Error(),
+			Code: "storage_full", RetryAfter: storageFullRetry}
 	default:
 		if mapped := s.mapError(err); mapped != nil {
 			apiErr = mapped

@@ -260,6 +260,7 @@ func (f *WorkboardFeature) getRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	run.StalledReason = f.Runs.StallReason(c.UserContext(), run)
 	return c.JSON(run)
 }
 

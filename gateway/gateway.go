@@ -226,7 +226,8 @@ func effectiveAPIKey(cfg *config.Loaded, notice io.Writer) (string, error) {
 
 func (g *Gateway) healthChecks() map[string]api.HealthCheck {
 	checks := map[string]api.HealthCheck{
-		"database": g.Store.Ping,
+		// A write, not only a ping: a full disk must show here.
+		"database": g.Store.CheckWritable,
 		"temporal": func(ctx context.Context) error {
 			_, err := g.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err

@@ -175,6 +175,9 @@ type TaskRun struct {
 	StartedAt  *time.Time
 	FinishedAt *time.Time
 	UpdatedAt  time.Time
+	// StalledReason is filled by reads of one active run from Temporal (a
+	// step failing again and again, e.g. on a full database); not stored.
+	StalledReason string `gorm:"-"`
 }
 
 // MarshalJSON writes the API form of a run.
@@ -190,6 +193,7 @@ func (r TaskRun) MarshalJSON() ([]byte, error) {
 		Attempt       int        `json:"attempt"`
 		Status        string     `json:"status"`
 		WaitingFor    string     `json:"waiting_for,omitempty"`
+		StalledReason string     `json:"stalled_reason,omitempty"`
 		AgentID       string     `json:"agent_id"`
 		Trigger       string     `json:"trigger"`
 		WorkflowID    string     `json:"workflow_id"`
@@ -208,7 +212,7 @@ func (r TaskRun) MarshalJSON() ([]byte, error) {
 		Reply         string     `json:"reply"`
 		RetryOf       *int64     `json:"retry_of,omitempty"`
 		ReusedTurns   int        `json:"reused_turns,omitempty"`
-	}{r.ID, r.TaskID, r.Attempt, r.Status, r.WaitingFor, r.AgentID, r.Trigger, r.WorkflowID, r.TemporalRunID, r.CreatedAt, r.StartedAt,
+	}{r.ID, r.TaskID, r.Attempt, r.Status, r.WaitingFor, r.StalledReason, r.AgentID, r.Trigger, r.WorkflowID, r.TemporalRunID, r.CreatedAt, r.StartedAt,
 		r.FinishedAt, duration, r.Error, r.StopReason, r.Turns, r.InputTokens, r.OutputTokens, r.CostMicros,
 		float64(r.CostMicros) / 1e6, r.Reply, r.RetryOf, r.ReusedTurns})
 }

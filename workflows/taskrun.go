@@ -38,7 +38,9 @@ var (
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        3,
+			// No attempt limit here: the activity gives up after
+			// ToolStepAttempts itself, except while the database is full
+			// (ErrTypeStorageFull), which waits for space.
 			NonRetryableErrorTypes: []string{ErrTypeRunGone, ErrTypeArtifactOutsideArea, ErrTypeRunLog, ErrTypePayloadTooLarge},
 		},
 	}

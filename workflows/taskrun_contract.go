@@ -143,7 +143,21 @@ const (
 	ErrTypePayloadTooLarge = "StepPayloadTooLarge"
 	// ErrTypeRunLog is a run log that does not hold what a step needs.
 	ErrTypeRunLog = "RunLogOutOfStep"
+	// ErrTypeStorageFull is a step whose write the gateway's database
+	// refused for lack of space: retried every StorageFullRetryDelay for as
+	// long as the run may last, so the run resumes by itself once space
+	// returns (the run record's stalled_reason says why meanwhile).
+	ErrTypeStorageFull = "StorageFull"
 )
+
+// StorageFullRetryDelay is how long a step refused by a full database waits
+// before its next attempt.
+const StorageFullRetryDelay = 10 * time.Second
+
+// ToolStepAttempts is how many attempts a tool step makes for failures
+// other than a full database (which never burns attempts); the activity
+// decides, since one retry policy cannot tell the two apart.
+const ToolStepAttempts = 3
 
 // RunRef identifies the run an activity works for.
 type RunRef struct {

@@ -76,7 +76,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	res, err := run(ctx, base, apiKey, *agentID, *n)
+	res, err := run(ctx, base, apiKey, *agentID, *n, *pid)
 	if err != nil {
 		fail(err)
 	}
@@ -256,9 +256,13 @@ type result struct {
 	wall                time.Duration
 	latencies           []time.Duration
 	startErrors         int
+	// cpu is the CPU time (user+system) the gateway process used from the
+	// first POST .../run to the last terminal event. Per finished run it is
+	// a cost that a loaded, shared machine distorts far less than runs/s.
+	cpu time.Duration
 }
 
-func run(ctx context.Context, base, key, agentID string, n int) (*result, error) {
+func run(ctx context.Context, base, key, agentID string, n, pid int) (*result, error) {
 	c := &client{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	ends := make(chan endEvent, n*2)
 	sctx, cancelStream := context.WithCancel(ctx)
@@ -283,6 +287,7 @@ func run(ctx context.Context, base, key, agentID string, n int) (*result, error)
 
 	var mu sync.Mutex
 	accepted := map[int64]time.Time{}
+	cpuBefore, cpuErr := procCPU(pid)
 	begin := time.Now()
 	var startErrs []error
 	var wg sync.WaitGroup
@@ -326,6 +331,9 @@ func run(ctx context.Context, base, key, agentID string, n int) (*result, error)
 		}
 	}
 	res.wall = last.Sub(begin)
+	if cpuAfter, err := procCPU(pid); err == nil && cpuErr == nil {
+		res.cpu = cpuAfter - cpuBefore
+	}
 	for runID, ev := range done {
 		at, ok := accepted[runID]
 		if !ok {
@@ -394,6 +402,10 @@ func (r *result) print(w io.Writer, pid int) {
 	}
 	fmt.Fprintf(w, "202 -> run.finished: p50 %s, p99 %s, max %s\n", percentile(r.latencies, 0.50).Round(time.Millisecond),
 		percentile(r.latencies, 0.99).Round(time.Millisecond), percentile(r.latencies, 1).Round(time.Millisecond))
+	if r.cpu > 0 && r.finished > 0 {
+		fmt.Fprintf(w, "gateway CPU:      %s in all, %.1f ms per finished run (user+system, pid %d)\n",
+			r.cpu.Round(time.Millisecond), float64(r.cpu.Microseconds())/1000/float64(r.finished), pid)
+	}
 	if pid > 0 {
 		if rss, hwm, err := procMemory(pid); err == nil {
 			fmt.Fprintf(w, "gateway memory:   RSS %s, peak RSS %s (pid %d)\n", rss, hwm, pid)
@@ -405,6 +417,33 @@ func (r *result) print(w io.Writer, pid int) {
 		fmt.Fprintf(w, "go heap:          %d MiB in use, %d MiB from the OS, %d goroutines (gateway, Temporal server and load client in one process)\n",
 			ms.HeapInuse>>20, ms.Sys>>20, runtime.NumGoroutine())
 	}
+}
+
+// procCPU reads a process's user+system CPU time from /proc/<pid>/stat
+// (Linux; fields 14 and 15, in clock ticks of 1/100 s).
+func procCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, errors.New("no process id")
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; fields are counted after its ')'.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // procMemory reads VmRSS and VmHWM of a process (Linux).

@@ -1,0 +1,77 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+)
+
+// Storage full: the one thing a gateway cannot fix by retrying at once. The
+// API answers such writes with 507 and Retry-After, /health turns degraded,
+// and everything resumes by itself once space returns (decisions.md,
+// "Full disk").
+
+// sqliteFull is SQLITE_FULL: an insertion failed because the disk (or the
+// database's max_page_count) is full. SQLite reports ENOSPC from its VFS
+// writes with this code too.
+const sqliteFull = 13
+
+// pgDiskFull is PostgreSQL's SQLSTATE disk_full.
+const pgDiskFull = "53100"
+
+// IsStorageFull reports whether err says the database cannot store more:
+// SQLite's SQLITE_FULL (extended codes included) or PostgreSQL's disk_full.
+func IsStorageFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteFull {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == pgDiskFull {
+		return true
+	}
+	// Drivers that wrap without %w still say it in words.
+	msg := err.Error()
+	return strings.Contains(msg, "database or disk is full") || strings.Contains(msg, "No space left on device")
+}
+
+// ErrStorageFull is what callers see of a storage-full error: a fixed text,
+// so no path or SQL reaches an API answer.
+var ErrStorageFull = errors.New("the gateway's database is out of space; free disk space on the gateway host and retry")
+
+// healthProbe is the one-row table /health writes to learn whether the
+// database still takes writes (a ping only proves it can be read).
+type healthProbe struct {
+	ID int       `gorm:"primaryKey;autoIncrement:false"`
+	At time.Time `gorm:"not null"`
+}
+
+func (healthProbe) TableName() string { return "health_probes" }
+
+func init() { RegisterModels(&healthProbe{}) }
+
+// CheckWritable pings the database and then writes one small row, so a full
+// disk shows in /health instead of only in the answers of failing writes.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	err := s.DB.WithContext(ctx).Exec(
+		`INSERT INTO health_probes (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at`,
+		time.Now().UTC()).Error
+	if err == nil {
+		return nil
+	}
+	if IsStorageFull(err) {
+		return fmt.Errorf("%s database is not writable: %w", s.Driver, ErrStorageFull)
+	}
+	return fmt.Errorf("write to %s database: %w", s.Driver, err)
+}
