@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +84,17 @@ auth:
 	}
 
 	retryScript(fake, false) // the provider is well again
+	h := newHome(t)
+	h.Env["AGENTRY_GATEWAY"] = g.URL()
+	h.Env["AGENTRY_API_KEY"] = gatewaytest.TestAPIKey
 	started := time.Now()
-	r = g.Do("POST", retryPath(taskID, first), nil)
-	wbWantStatus(t, r, 202, "retry")
-	t.Logf("retry answered in %s", time.Since(started))
-	second := wbID(t, r)
-	if r.JSON["attempt"] != float64(2) || r.JSON["trigger"] != "retry" || r.JSON["retry_of"] != float64(first) || r.JSON["reused_turns"] != float64(2) {
-		t.Fatalf("retry answer %s", r.Raw)
+	out := h.run("--json", "workboard", "retry", strconv.FormatInt(taskID, 10), strconv.FormatInt(first, 10))
+	t.Logf("agentry workboard retry answered in %s", time.Since(started))
+	expectCode(t, out, 0, "workboard retry")
+	answer := out.JSON(t)
+	second := int64(answer["id"].(float64))
+	if answer["attempt"] != float64(2) || answer["trigger"] != "retry" || answer["retry_of"] != float64(first) || answer["reused_turns"] != float64(2) {
+		t.Fatalf("retry answer %s", out)
 	}
 	done := wbWaitRun(t, g, taskID, second, 60*time.Second, "finished", "failed")
 	if done["status"] != "finished" || done["reply"] != "All three parts are written." || done["turns"] != float64(5) {
@@ -128,6 +133,10 @@ auth:
 	// A finished run is not retried.
 	if r := g.Do("POST", retryPath(taskID, second), nil); r.Status != 409 || r.JSON["status"] != "finished" {
 		t.Fatalf("retry of a finished run: %d %s", r.Status, r.Raw)
+	}
+	if again := h.run("workboard", "retry", strconv.FormatInt(taskID, 10), strconv.FormatInt(second, 10)); again.Code == 0 ||
+		!strings.Contains(again.Stderr, "is finished") {
+		t.Fatalf("CLI retry of a finished run: %s", again)
 	}
 	if n := runs(); n != 2 {
 		t.Fatalf("runs after the refused retry: %v", n)

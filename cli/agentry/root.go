@@ -110,6 +110,7 @@ server.api_key or the workspace's generated key).`,
 		a.pullCommand(),
 		a.costsCommand(),
 		a.approvalsCommand(),
+		a.workboardCommand(),
 		a.packageCommand(),
 	)
 	return root
