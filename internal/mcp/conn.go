@@ -233,8 +233,7 @@ func (c *conn) call(ctx context.Context, name string, args json.RawMessage) (Res
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		var wire *jsonrpc.Error
-		if errors.As(err, &wire) {
+		if wire := serverAnswer(err); wire != nil {
 			// The server answered with a protocol error (unknown tool,
 			// invalid params): a result, not worth retrying.
 			return Result{Content: c.scrub(wire.Message), IsError: true}, nil
@@ -242,6 +241,42 @@ func (c *conn) call(ctx context.Context, name string, args json.RawMessage) (Res
 		return Result{}, &TransportError{ServerID: c.spec.ID, Msg: c.scrub(err.Error())}
 	}
 	return Result{Content: c.scrub(render(res)), IsError: res.IsError}, nil
+}
+
+// sdkLocalCodes are the codes of the go-sdk's own jsonrpc2 sentinels
+// (internal/jsonrpc2, not importable): ErrRejected -32005 "rejected by
+// transport", ErrServerClosing -32004 and ErrClientClosing -32003. The SDK
+// makes them on our side for a request that got no answer: the streamable
+// HTTP client wraps every failed POST in ErrRejected (connection refused or
+// reset, 502/503/504/429) so the session survives it. They are
+// *jsonrpc.Error values like a server's answer, so errors.As alone cannot
+// tell the two apart; their codes can (jsonrpc.Error.Is compares codes).
+var sdkLocalCodes = map[int64]bool{-32005: true, -32004: true, -32003: true}
+
+// serverAnswer finds the JSON-RPC error the server itself sent in err's
+// tree, skipping the SDK's local sentinels; nil means no answer came (a
+// transport failure: ErrRejected, ErrConnectionClosed, ErrSessionMissing,
+// a network error). A non-2xx HTTP answer whose body is a JSON-RPC error
+// reaches us as that error joined with ErrRejected: the server spoke, so it
+// is an answer.
+func serverAnswer(err error) *jsonrpc.Error {
+	if err == nil {
+		return nil
+	}
+	if wire, ok := err.(*jsonrpc.Error); ok && !sdkLocalCodes[wire.Code] {
+		return wire
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return serverAnswer(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if wire := serverAnswer(e); wire != nil {
+				return wire
+			}
+		}
+	}
+	return nil
 }
 
 // render flattens a result's content into text for the model.
