@@ -8,6 +8,9 @@ LDFLAGS  := -X main.version=$(VERSION)
 # embedded Temporal server's own package is slow under -race and is not ours
 # to race-check, so it runs without.
 NORACE   := ./internal/temporalserver/...
+# e2e tests that skip themselves under -race (too slow there, nothing
+# concurrent to check) and run in test-go's race-free step instead.
+NORACE_E2E := ^TestLongRunKeepsHistorySmall$$
 
 .PHONY: run test test-go fuzz build build-slim vet workflowcheck replay-record fmt bench load clean
 
@@ -37,6 +40,7 @@ test: vet workflowcheck
 test-go:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /internal/temporalserver)
 	$(GO) test -count=1 -timeout 10m $(NORACE)
+	$(GO) test -count=1 -timeout 10m -run '$(NORACE_E2E)' ./e2e/
 
 # Fuzz targets (package:target). `make fuzz` runs each for FUZZTIME (a
 # longer hunt: make fuzz FUZZTIME=10m). Findings land in the package's
