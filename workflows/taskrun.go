@@ -35,9 +35,9 @@ var (
 		StartToCloseTimeout: 5 * time.Minute,
 		HeartbeatTimeout:    15 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
 			// No attempt limit here: the activity gives up after
 			// ToolStepAttempts itself, except while the database is full
 			// (ErrTypeStorageFull), which waits for space.
@@ -88,7 +88,7 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 		progress.Status = models.RunRunning
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running task %d with agent %s", in.TaskID, in.AgentID))
 		run := &agentRun{ref: ref, outline: in.Agent, llmStep: ActivityTaskRunLLMTurn, toolStep: ActivityTaskRunTool,
-			llmOpts: llmActivityOptions, toolOpts: toolActivityOptions, continueAfter: in.ContinueAfterEvents,
+			llmOpts: llmActivityOptions, toolOpts: toolOptions(in.ToolTimeout), continueAfter: in.ContinueAfterEvents,
 			onTurn:    func(turn int, u llm.Usage) { progress.Turns, progress.Usage = turn, progress.Usage.Add(u) },
 			approvals: in.Approvals, budgetWait: in.BudgetWait, budgetWaited: in.BudgetWaited, waitStep: ActivityTaskRunWait, reuse: in.Reuse,
 			onWait: func(waitingFor string) {
@@ -140,6 +140,19 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 		return progress, temporal.NewNonRetryableApplicationError(outcome.Error, ErrTypeTaskRunFailed, nil)
 	}
 	return progress, nil
+}
+
+// toolOptions are the tool activity's options for runtime.tool_timeout
+// (0: a run requested before the input carried it keeps the options it
+// was started with, so its history replays unchanged). The activity may
+// take ToolStepMargin beyond the tool's own bound: it loads the call,
+// stores the result and records the files.
+func toolOptions(toolTimeout time.Duration) workflow.ActivityOptions {
+	o := toolActivityOptions
+	if toolTimeout > 0 {
+		o.StartToCloseTimeout = toolTimeout + ToolStepMargin
+	}
+	return o
 }
 
 func timeoutOf(in TaskRunInput) time.Duration {

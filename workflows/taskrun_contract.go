@@ -17,6 +17,9 @@ const (
 	// TaskRunTimeout bounds a run (spec: 15 minutes). The workflow's own
 	// timer enforces it and records the failure.
 	TaskRunTimeout = 15 * time.Minute
+	// ToolStepMargin is how long a tool activity may take beyond
+	// runtime.tool_timeout, the bound of the tool call itself.
+	ToolStepMargin = time.Minute
 	// TaskRunExecutionTimeout is Temporal's backstop should the workflow
 	// be unable to end itself (it then cannot record the outcome; the next
 	// run request of the task repairs the record, see taskruns.Service).
@@ -73,6 +76,10 @@ type TaskRunInput struct {
 	// carried across continue-as-new.
 	BudgetWait   time.Duration `json:"budget_wait,omitempty"`
 	BudgetWaited time.Duration `json:"budget_waited,omitempty"`
+	// ToolTimeout is runtime.tool_timeout as resolved when requested: the
+	// tool activity's start-to-close timeout is this plus ToolStepMargin
+	// (0: the fixed 5 minutes of runs requested before the field existed).
+	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
 	// Reuse is set on a retry (TriggerRetry): the recorded steps of the
 	// failed attempt this one goes on from (retry_contract.go).
 	Reuse *ReusedSteps `json:"reuse,omitempty"`

@@ -1,0 +1,54 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/workflows"
+)
+
+// The tool activity's start-to-close timeout follows runtime.tool_timeout
+// carried in the input (plus the step's margin); an input without it (a
+// run requested before the field existed) keeps the fixed 5 minutes.
+func TestTaskRunToolTimeoutFollowsConfig(t *testing.T) {
+	for _, tc := range []struct {
+		configured, want time.Duration
+	}{
+		{10 * time.Minute, 10*time.Minute + workflows.ToolStepMargin},
+		{30 * time.Second, 30*time.Second + workflows.ToolStepMargin},
+		{0, 5 * time.Minute},
+	} {
+		h := newHarness(t)
+		h.onLLM(0, func(n int, _ workflows.LLMTurnInput) (*llm.Response, error) {
+			if n == 1 {
+				return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{}`)}}}, nil
+			}
+			return &llm.Response{Content: "Done."}, nil
+		})
+		var mu sync.Mutex
+		var got time.Duration
+		h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == workflows.ActivityTaskRunTool {
+				mu.Lock()
+				got = info.StartToCloseTimeout
+				mu.Unlock()
+			}
+		})
+		in := input()
+		in.ToolTimeout = tc.configured
+		h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+		if err := h.env.GetWorkflowError(); err != nil || len(h.tools) != 1 {
+			t.Fatalf("tool_timeout %s: err %v, tool calls %d", tc.configured, err, len(h.tools))
+		}
+		if got != tc.want {
+			t.Errorf("tool_timeout %s: the tool activity's start-to-close timeout is %s, want %s", tc.configured, got, tc.want)
+		}
+	}
+}
