@@ -122,7 +122,7 @@ func (a *TaskRunActivities) TaskRunWait(ctx context.Context, in workflows.RunWai
 func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
-	return LLMTurn(ctx, a.Log, a.Router, in, llm.CallMeta{
+	resp, err := LLMTurn(ctx, a.Log, a.Router, in, llm.CallMeta{
 		CallID:    CallID(in.Run, in.Turn),
 		Subject:   in.Run.Subject,
 		Workspace: a.Workspace,
@@ -132,6 +132,33 @@ func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLM
 		Source:    llm.SourceTask,
 		Trigger:   in.Run.Trigger,
 	})
+	if err == nil {
+		a.turnEvent(ctx, in, resp)
+	}
+	return resp, err
+}
+
+// turnEvent appends run.turn for a finished LLM turn (the run's timeline in
+// the console): its number, tokens and the names of the tools the model
+// asked for; never the text. Once per turn (dedupe key); a failure to
+// append it is logged, not retried, since a retry would pay the turn again.
+func (a *TaskRunActivities) turnEvent(ctx context.Context, in workflows.LLMTurnInput, resp *llm.Response) {
+	if a.Store == nil || resp == nil {
+		return
+	}
+	tools := make([]string, 0, len(resp.ToolCalls))
+	for _, c := range resp.ToolCalls {
+		tools = append(tools, c.Name)
+	}
+	payload := map[string]any{"turn": in.Turn, "input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens,
+		"tool_calls": tools, "finish_reason": resp.FinishReason}
+	ev := models.NewEvent(models.EventRunTurn, fmt.Sprintf("run.turn:%d:t%d", in.Run.RunID, in.Turn), payload)
+	ev.TaskID, ev.RunID, ev.AgentID, ev.Attempt = in.Run.TaskID, in.Run.RunID, in.Run.AgentID, in.Run.Attempt
+	if fresh, err := a.Store.InsertEvent(ctx, &ev); err != nil {
+		activity.GetLogger(ctx).Warn("run.turn event not recorded", "run_id", in.Run.RunID, "turn", in.Turn, "err", err)
+	} else if fresh {
+		a.notify()
+	}
 }
 
 // LLMTurn is one LLM turn of any durable run: it loads the run's snapshot

@@ -197,6 +197,18 @@ func wbTypes(fs []wbFrame) []string {
 	return out
 }
 
+// wbWithoutTurns drops run.turn frames, for tests about other steps
+// (TestWorkboardRunProducesArtifactsAndEvents checks the turns).
+func wbWithoutTurns(fs []wbFrame) []wbFrame {
+	var out []wbFrame
+	for _, f := range fs {
+		if f.Type != "run.turn" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func TestWorkboardTaskRoutes(t *testing.T) {
 	g := wbStart(t, "")
 
@@ -414,7 +426,7 @@ func TestWorkboardRunProducesArtifactsAndEvents(t *testing.T) {
 	}
 
 	frames := wbCollect(t, stream, "run.finished", 10*time.Second)
-	if fmt.Sprint(wbTypes(frames)) != "[run.started run.artifact run.finished]" {
+	if fmt.Sprint(wbTypes(frames)) != "[run.started run.turn run.artifact run.turn run.finished]" {
 		t.Fatalf("events %v", wbTypes(frames))
 	}
 	for _, f := range frames {
@@ -422,15 +434,21 @@ func TestWorkboardRunProducesArtifactsAndEvents(t *testing.T) {
 			t.Fatalf("event %+v", f)
 		}
 	}
-	if p := frames[1].Event.PayloadMap(); p["name"] != "out/report.md" || p["size_bytes"] != float64(5) || p["tool"] != "write_file" {
+	if p := frames[1].Event.PayloadMap(); p["turn"] != float64(1) || fmt.Sprint(p["tool_calls"]) != "[write_file]" || p["input_tokens"].(float64) <= 0 {
+		t.Fatalf("first run.turn payload %v", p)
+	}
+	if p := frames[2].Event.PayloadMap(); p["name"] != "out/report.md" || p["size_bytes"] != float64(5) || p["tool"] != "write_file" {
 		t.Fatalf("run.artifact payload %v", p)
 	}
-	if p := frames[2].Event.PayloadMap(); p["task_status"] != "needs_review" || p["turns"] != float64(2) {
+	if p := frames[3].Event.PayloadMap(); p["turn"] != float64(2) || fmt.Sprint(p["tool_calls"]) != "[]" {
+		t.Fatalf("second run.turn payload %v", p)
+	}
+	if p := frames[4].Event.PayloadMap(); p["task_status"] != "needs_review" || p["turns"] != float64(2) {
 		t.Fatalf("run.finished payload %v", p)
 	}
 	// Resume after run.started: the rest again, in order.
 	resumed := wbCollect(t, wbSubscribe(t, g, fmt.Sprintf("task_id=%d", id), strconv.FormatInt(frames[0].ID, 10)), "run.finished", 10*time.Second)
-	if fmt.Sprint(wbTypes(resumed)) != "[run.artifact run.finished]" {
+	if fmt.Sprint(wbTypes(resumed)) != "[run.turn run.artifact run.turn run.finished]" {
 		t.Fatalf("resumed %v", wbTypes(resumed))
 	}
 
@@ -594,7 +612,7 @@ func testConcurrentRunsCancelAndDelete(t *testing.T, postgres bool) {
 		t.Fatalf("task after cancel: %s", st)
 	}
 	got := wbCollect(t, events, "run.cancelled", 10*time.Second)
-	if fmt.Sprint(wbTypes(got)) != "[run.started run.cancelled]" {
+	if fmt.Sprint(wbTypes(wbWithoutTurns(got))) != "[run.started run.cancelled]" {
 		t.Fatalf("events %v", wbTypes(got))
 	}
 	if r := g.Do("POST", fmt.Sprintf("%s/runs/%d/cancel", path, runID), nil); r.Status != 409 || r.JSON["code"] != "run_not_active" {

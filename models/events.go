@@ -27,6 +27,9 @@ const (
 	// EventRunTool: a tool call of a run finished (tool, MCP server or
 	// skill, is_error, duration; never arguments or results).
 	EventRunTool        = "run.tool"
+	// EventRunTurn: an LLM turn of a run finished (once per turn, also
+	// when the step was retried).
+	EventRunTurn = "run.turn"
 	EventTaskCreated    = "task.created"
 	EventTaskUpdated    = "task.updated"
 	EventTaskDeleted    = "task.deleted"

@@ -36,6 +36,7 @@ function describe(ev) {
       p.status === "approved" ? "ok" : "bad"];
     case "run.waiting": return [`Waiting for ${p.waiting_for}${p.reason ? `: ${p.reason}` : ""}`, "wait"];
     case "run.resumed": return [`Resumed after waiting for ${p.waiting_for}${p.waited_ms !== undefined ? ` (${Math.round(p.waited_ms / 1000)} s)` : ""}`, ""];
+    case "run.turn": return [`Turn ${p.turn}: ${p.input_tokens}+${p.output_tokens} tokens${(p.tool_calls || []).length ? `, asked for ${p.tool_calls.join(", ")}` : ", answered"}`, ""];
     case "run.tool": return [`Tool ${p.tool} ${p.is_error ? "failed" : "ran"}${p.kind === "mcp" ? ` on MCP server ${p.server}` : p.kind === "skill" ? ` from skill ${p.skill}` : ""} (${p.duration_ms ?? "?"} ms)`,
       p.is_error ? "bad" : ""];
     case "run.artifact": return [`Artifact ${p.name || p.path} (${p.size_bytes ?? "?"} bytes) written by ${p.tool || "a tool"}`, ""];
