@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -138,31 +139,13 @@ func TestGroupCommitCloseAnswersEveryCaller(t *testing.T) {
 	}
 }
 
-// BenchmarkGroupCommit: chat-exchange-sized jobs (a session upsert and two
-// messages) from many goroutines through the single writer.
+// BenchmarkGroupCommit: chat-exchange-sized jobs (a session upsert, an
+// action-log row and two messages) from many goroutines through the single
+// writer.
 func BenchmarkGroupCommit(b *testing.B) {
 	s := openGrouped(b)
-	ctx := context.Background()
-	b.SetParallelism(16)
-	var n int64
-	var mu sync.Mutex
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			mu.Lock()
-			n++
-			id := fmt.Sprintf("s%d", n)
-			mu.Unlock()
-			err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-				return s.saveExchangeSQL(ctx, tx, &ChatSession{ID: id, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"},
-					&AgentRun{RunID: "run-" + id, ResponseID: "resp-" + id, AgentID: "a", SessionID: id, Status: "finished"},
-					[]ChatMessage{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "hi"}})
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
+	benchExchanges(b, func(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
+		return s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
 	})
 	batches, writes := s.Group.Stats()
 	b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
@@ -174,19 +157,21 @@ func BenchmarkTransactionPerExchange(b *testing.B) {
 	s := openGrouped(b)
 	s.Group.Close()
 	s.Group = nil
+	benchExchanges(b, s.SaveExchange)
+}
+
+// benchExchanges saves exchanges of fresh sessions from 16 goroutines per
+// core.
+func benchExchanges(b *testing.B, save func(context.Context, *ChatSession, *AgentRun, []ChatMessage) error) {
 	ctx := context.Background()
 	b.SetParallelism(16)
-	var n int64
-	var mu sync.Mutex
+	var n atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			mu.Lock()
-			n++
-			id := fmt.Sprintf("s%d", n)
-			mu.Unlock()
-			err := s.SaveExchange(ctx, &ChatSession{ID: id, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"},
+			id := fmt.Sprintf("s%d", n.Add(1))
+			err := save(ctx, &ChatSession{ID: id, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"},
 				&AgentRun{RunID: "run-" + id, ResponseID: "resp-" + id, AgentID: "a", SessionID: id, Status: "finished"},
 				[]ChatMessage{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "hi"}})
 			if err != nil {
