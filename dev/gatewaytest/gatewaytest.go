@@ -172,7 +172,10 @@ runtime: {ssrf: {enabled: true}}
 	return &Gateway{Gateway: g, Fake: fake, Workspace: ws, t: t}
 }
 
-var expectClient = &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 5 * time.Second}}
+// The wait for the server's answer to Expect: 100-continue is long: a client that
+// gives up sends the body anyway, and a loaded machine then sees a broken
+// pipe instead of the 413 under test.
+var expectClient = &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 30 * time.Second}}
 
 // TestAPIKey is the admin key of test gateways.
 const TestAPIKey = "test-admin-key-0123456789"
