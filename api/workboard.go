@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -265,21 +266,9 @@ func (f *WorkboardFeature) getRun(c *fiber.Ctx) error {
 }
 
 func (f *WorkboardFeature) cancelRun(c *fiber.Ctx) error {
-	if err := Require(c, auth.PermWrite); err != nil {
-		return err
-	}
-	id, err := pathInt(c, "id")
-	if err != nil {
-		return err
-	}
-	runID, err := pathInt(c, "run_id")
-	if err != nil {
-		return err
-	}
-	if f.Runs == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
-	}
-	run, err := f.Runs.Cancel(c.UserContext(), id, runID)
+	_, run, err := f.runAction(c, func(ctx context.Context, taskID, runID int64) (*models.TaskRun, error) {
+		return f.Runs.Cancel(ctx, taskID, runID)
+	})
 	if err != nil {
 		return err
 	}
@@ -289,26 +278,35 @@ func (f *WorkboardFeature) cancelRun(c *fiber.Ctx) error {
 // retryRun starts a new attempt of a failed run that goes on from its
 // last recorded step (docs/retry.md).
 func (f *WorkboardFeature) retryRun(c *fiber.Ctx) error {
-	if err := Require(c, auth.PermWrite); err != nil {
-		return err
-	}
-	id, err := pathInt(c, "id")
-	if err != nil {
-		return err
-	}
-	runID, err := pathInt(c, "run_id")
-	if err != nil {
-		return err
-	}
-	if f.Runs == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
-	}
-	run, err := f.Runs.Retry(c.UserContext(), id, runID)
+	id, run, err := f.runAction(c, func(ctx context.Context, taskID, runID int64) (*models.TaskRun, error) {
+		return f.Runs.Retry(ctx, taskID, runID)
+	})
 	if err != nil {
 		return err
 	}
 	c.Location(fmt.Sprintf("%s/workboard/tasks/%d/runs/%d", Prefix, id, run.ID))
 	return c.Status(fiber.StatusAccepted).JSON(run)
+}
+
+// runAction serves POST .../tasks/{id}/runs/{run_id}/<action>: it needs
+// the write permission, both ids and a Temporal client, then calls act.
+func (f *WorkboardFeature) runAction(c *fiber.Ctx, act func(ctx context.Context, taskID, runID int64) (*models.TaskRun, error)) (int64, *models.TaskRun, error) {
+	if err := Require(c, auth.PermWrite); err != nil {
+		return 0, nil, err
+	}
+	id, err := pathInt(c, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	runID, err := pathInt(c, "run_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	if f.Runs == nil {
+		return 0, nil, &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+	}
+	run, err := act(c.UserContext(), id, runID)
+	return id, run, err
 }
 
 func (f *WorkboardFeature) listArtifacts(c *fiber.Ctx) error {
