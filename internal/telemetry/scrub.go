@@ -40,7 +40,9 @@ type scrubbedSpan struct {
 
 func (s scrubbedSpan) Name() string { return s.sc.text(s.ReadOnlySpan.Name()) }
 
-func (s scrubbedSpan) Attributes() []attribute.KeyValue { return s.sc.attrs(s.ReadOnlySpan.Attributes()) }
+func (s scrubbedSpan) Attributes() []attribute.KeyValue {
+	return s.sc.attrs(s.ReadOnlySpan.Attributes())
+}
 
 func (s scrubbedSpan) Status() sdktrace.Status {
 	st := s.ReadOnlySpan.Status()
