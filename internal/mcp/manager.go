@@ -222,24 +222,30 @@ func (m *Manager) Close() {
 func (m *Manager) watch(e *entry, c *conn) {
 	go func() {
 		err := c.session.Wait()
-		m.mu.Lock()
-		if e.removed || e.conn != c {
-			m.mu.Unlock()
-			return
-		}
-		e.conn = nil
-		e.lastErr = "session ended"
+		msg := "session ended"
 		if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
-			e.lastErr = "session ended: " + scrub.String(err.Error())
+			msg = "session ended: " + scrub.String(err.Error())
 		}
-		start := !e.redialing
-		e.redialing = true
-		m.mu.Unlock()
-		m.log.Warn("mcp server disconnected; reconnecting", "server", e.spec.ID, "err", e.lastErr)
-		if start {
-			m.redial(e)
-		}
+		m.lost(e, c, msg)
 	}()
+}
+
+// lost retires c, if it is still e's connection, and starts reconnecting
+// in the background (the tool list offered to models needs a session).
+func (m *Manager) lost(e *entry, c *conn, msg string) {
+	m.mu.Lock()
+	if e.removed || e.conn != c {
+		m.mu.Unlock()
+		return
+	}
+	e.conn, e.lastErr = nil, msg
+	start := !e.redialing
+	e.redialing = true
+	m.mu.Unlock()
+	m.log.Warn("mcp server disconnected; reconnecting", "server", e.spec.ID, "err", msg)
+	if start {
+		go m.redial(e)
+	}
 }
 
 // redial reconnects with backoff until it succeeds, the server is removed
@@ -247,9 +253,19 @@ func (m *Manager) watch(e *entry, c *conn) {
 func (m *Manager) redial(e *entry) {
 	wait := RedialBackoff[0]
 	for {
+		m.mu.Lock()
+		if e.conn != nil { // a call reconnected (reconnect)
+			e.redialing = false
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
 		c, err := dial(m.bg, e.spec, m.dialOpts())
 		m.mu.Lock()
-		if e.removed || m.bg.Err() != nil {
+		if e.removed || m.bg.Err() != nil || (err == nil && e.conn != nil) {
+			if e.conn != nil {
+				e.redialing = false
+			}
 			m.mu.Unlock()
 			if c != nil {
 				c.close()
@@ -263,9 +279,10 @@ func (m *Manager) redial(e *entry) {
 			m.watch(e, c)
 			return
 		}
-		e.lastErr = scrub.String(err.Error())
+		msg := scrub.String(err.Error())
+		e.lastErr = msg
 		m.mu.Unlock()
-		m.log.Warn("mcp server unreachable", "server", e.spec.ID, "err", e.lastErr, "retry_in", wait.String())
+		m.log.Warn("mcp server unreachable", "server", e.spec.ID, "err", msg, "retry_in", wait.String())
 		select {
 		case <-time.After(wait):
 		case <-m.bg.Done():
@@ -273,6 +290,40 @@ func (m *Manager) redial(e *entry) {
 		}
 		wait = min(wait*2, RedialBackoff[1])
 	}
+}
+
+// reconnect dials a disconnected server for a call, rather than failing it
+// while the background redial waits out its backoff (up to 30 s): a durable
+// run's retried tool step really tries the server again. A failed dial is a
+// *TransportError (retried like any lost server); a connection the redial
+// loop made meanwhile wins, and the loop stops once it sees one.
+func (m *Manager) reconnect(ctx context.Context, e *entry) (*conn, error) {
+	c, err := dial(ctx, e.spec, m.dialOpts())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		msg := err.Error()
+		var ue *UnreachableError
+		if errors.As(err, &ue) {
+			msg = ue.Msg
+		}
+		if e.conn == nil && !e.removed {
+			e.lastErr = msg
+		}
+		return nil, &TransportError{ServerID: e.spec.ID, Msg: "not connected: " + msg}
+	}
+	if e.removed || m.bg.Err() != nil {
+		c.close()
+		return nil, &TransportError{ServerID: e.spec.ID, Msg: "not connected: server removed"}
+	}
+	if e.conn != nil {
+		c.close()
+		return e.conn, nil
+	}
+	e.conn, e.lastErr = c, ""
+	m.log.Info("mcp server connected", "server", e.spec.ID, "tools", len(c.toolList()))
+	m.watch(e, c)
+	return c, nil
 }
 
 // toolsChanged re-reads a session's tool list on
@@ -413,22 +464,25 @@ func (m *Manager) Call(ctx context.Context, name string, args json.RawMessage) (
 	m.mu.RLock()
 	e, known := m.servers[server]
 	var c *conn
-	var lastErr string
 	if known {
-		c, lastErr = e.conn, e.lastErr
+		c = e.conn
 	}
 	m.mu.RUnlock()
 	if !known {
 		return Result{Content: fmt.Sprintf("no MCP server %q is registered", server), IsError: true}, nil
 	}
 	if c == nil {
-		return Result{}, &TransportError{ServerID: server, Msg: "not connected: " + lastErr}
+		if c, err = m.reconnect(ctx, e); err != nil {
+			return Result{}, err
+		}
 	}
 	res, err = c.call(ctx, toolName, args)
 	var te *TransportError
 	if errors.As(err, &te) {
-		// The session is no good: close it so the watcher reconnects (new
-		// session id, fresh tool list) before the next call.
+		// The session is no good: retire it now, so the next call (a
+		// durable run's retry) dials afresh (new session id, fresh tool
+		// list) instead of finding this one.
+		m.lost(e, c, te.Msg)
 		c.close()
 	}
 	return res, err
