@@ -26,10 +26,10 @@ const (
 	EventRunArtifact  = "run.artifact"
 	// EventRunTool: a tool call of a run finished (tool, MCP server or
 	// skill, is_error, duration; never arguments or results).
-	EventRunTool        = "run.tool"
+	EventRunTool = "run.tool"
 	// EventRunTurn: an LLM turn of a run finished (once per turn, also
 	// when the step was retried).
-	EventRunTurn = "run.turn"
+	EventRunTurn        = "run.turn"
 	EventTaskCreated    = "task.created"
 	EventTaskUpdated    = "task.updated"
 	EventTaskDeleted    = "task.deleted"
