@@ -105,8 +105,9 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 		Status: models.ScheduleRunRunning,
 		Run: workflows.RunRef{WorkflowID: wid, Attempt: 1, AgentID: def.ID, Trigger: in.Trigger, Subject: who.Subject,
 			DataClassification: def.LLM.DataClassification, Snapshot: sha},
-		Agent:     snap.Agent.Outline(),
-		SessionID: firingSessionID(def.ID, wid),
+		Agent:       snap.Agent.Outline(),
+		SessionID:   firingSessionID(def.ID, wid),
+		ToolTimeout: a.Config.Runtime.ToolTimeout,
 	}, nil
 }
 

@@ -117,7 +117,7 @@ func runFiring(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledRunResul
 		in.Deadline = workflow.Now(ctx).Add(ScheduledRunTimeout)
 	}
 	run := &agentRun{ref: prep.Run, outline: prep.Agent, llmStep: ActivityScheduledLLMTurn, toolStep: ActivityScheduledTool,
-		llmOpts: llmActivityOptions, toolOpts: toolActivityOptions}
+		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout)}
 	res := run.runUntil(ctx, in.Continuation, in.Deadline)
 	if res.next != nil && ctx.Err() == nil {
 		next := in

@@ -67,6 +67,9 @@ type ScheduledPrepared struct {
 	// Agent is the outline of the resolved agent (agent.Input.Outline).
 	Agent     agent.Input `json:"agent"`
 	SessionID string      `json:"session_id,omitempty"`
+	// ToolTimeout is runtime.tool_timeout when the firing was prepared (0 in
+	// histories from before: the fixed 5 minutes); see toolOptions.
+	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
 }
 
 // ScheduledFinishInput is how a firing's run ended.

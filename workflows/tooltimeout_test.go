@@ -52,3 +52,40 @@ func TestTaskRunToolTimeoutFollowsConfig(t *testing.T) {
 		}
 	}
 }
+
+// A firing's tool step follows runtime.tool_timeout as its prepare step
+// recorded it; a prepare result without it (histories from before) keeps
+// the fixed 5 minutes.
+func TestFiringToolTimeoutFollowsPrepare(t *testing.T) {
+	for _, tc := range []struct {
+		configured, want time.Duration
+	}{
+		{2 * time.Minute, 2*time.Minute + workflows.ToolStepMargin},
+		{0, 5 * time.Minute},
+	} {
+		prep := preparedRun
+		prep.ToolTimeout = tc.configured
+		f := newFiringEnv(t, prep, func(in workflows.LLMTurnInput) (*llm.Response, error) {
+			if in.Turn == 1 {
+				return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{}`)}}}, nil
+			}
+			return &llm.Response{Content: "The report."}, nil
+		})
+		var mu sync.Mutex
+		var got time.Duration
+		f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == workflows.ActivityScheduledTool {
+				mu.Lock()
+				got = info.StartToCloseTimeout
+				mu.Unlock()
+			}
+		})
+		f.run(t)
+		if err := f.env.GetWorkflowError(); err != nil || len(f.tools) != 1 {
+			t.Fatalf("tool_timeout %s: err %v, tool calls %d", tc.configured, err, len(f.tools))
+		}
+		if got != tc.want {
+			t.Errorf("tool_timeout %s: the firing's tool activity has start-to-close %s, want %s", tc.configured, got, tc.want)
+		}
+	}
+}

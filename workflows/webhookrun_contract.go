@@ -63,6 +63,9 @@ type WebhookRunInput struct {
 type WebhookPrepared struct {
 	Run   RunRef      `json:"run"`
 	Agent agent.Input `json:"agent"`
+	// ToolTimeout is runtime.tool_timeout when the run was prepared (0 in
+	// histories from before: the fixed 5 minutes); see toolOptions.
+	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
 }
 
 // WebhookFinishInput is how the run ended.
