@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,14 @@ func TestFullDiskAnswers507AndRecovers(t *testing.T) {
 		t.Fatalf("start run: %d %s", started.Status, started.Raw)
 	}
 	runPath := fmt.Sprintf("/api/v1/workboard/tasks/%d/runs/%d", taskID, int64(started.JSON["id"].(float64)))
+	// Tests share one Temporal server and task ids restart at 1 in each
+	// test's database: a run this test leaves behind (it retries for as
+	// long as the disk is full) would block the next test's task-1.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Temporal.TerminateWorkflow(ctx, fmt.Sprintf("task-%d", taskID), "", "test cleanup")
+	})
 	waitRun(t, g, runPath, 30*time.Second, func(r gatewaytest.Response) bool { return r.JSON["status"] == "running" })
 
 	filler := filepath.Join(disk, "filler")
@@ -88,7 +97,7 @@ func TestFullDiskAnswers507AndRecovers(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		h = g.Do("GET", "/health", nil)
 		if h.Status == 200 {
