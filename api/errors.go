@@ -68,7 +68,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// Not a bare 500: the caller learns what is wrong and when to come
 		// back; /health says the same (decisions.md, "Full disk").
 		s.log.Error("request failed: database out of space", "method", c.Method(), "path", c.Path())
-		s.storageFullAt.Store(time.Now().UnixNano())
+		if s.deps.StorageFull != nil {
+			s.deps.StorageFull()
+		}
 		apiErr = &Error{Status: fiber.StatusInsufficientStorage, Message: models.ErrStorageFull.Error(),
 			Code: "storage_full", RetryAfter: storageFullRetry}
 	default:

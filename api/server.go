@@ -11,13 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/agentryhq/agentry/models"
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/google/uuid"
@@ -50,6 +47,9 @@ type Deps struct {
 	// Console is the operator console's file tree, served at / and
 	// /console/*; nil serves none (server.gui off).
 	Console fs.FS
+	// StorageFull is told of every write refused for lack of space (the
+	// database check then reports it; nil: nobody listens).
+	StorageFull func()
 }
 
 // Feature is a group of routes with its own service.
@@ -65,15 +65,7 @@ type Server struct {
 	deps    Deps
 	log     *slog.Logger
 	mappers []ErrorMapper
-	// storageFullAt is when this server last refused a write for lack of
-	// space (unix nanoseconds; 0: never). /health stays degraded for
-	// storageFullWindow after it even when its own small probe row still
-	// fits (SQLite reuses space its WAL file already holds).
-	storageFullAt atomic.Int64
 }
-
-// storageFullWindow is how long a refused write keeps /health degraded.
-const storageFullWindow = 15 * time.Second
 
 // New builds the app and its routes.
 func New(d Deps) *Server {
@@ -223,11 +215,7 @@ func (s *Server) health(c *fiber.Ctx) error {
 	checks := fiber.Map{}
 	healthy := true
 	for name, check := range s.deps.Health {
-		err := check(ctx)
-		if at := s.storageFullAt.Load(); err == nil && name == "database" && at != 0 && time.Since(time.Unix(0, at)) < storageFullWindow {
-			err = fmt.Errorf("a write was refused %s ago: %w", time.Since(time.Unix(0, at)).Round(time.Second), models.ErrStorageFull)
-		}
-		if err != nil {
+		if err := check(ctx); err != nil {
 			healthy = false
 			checks[name] = fiber.Map{"status": "error", "error": err.Error()}
 		} else {

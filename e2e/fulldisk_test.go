@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,6 +167,4 @@ func fillDisk(t *testing.T, path string) {
 			break
 		}
 	}
-	// Also the last partial block.
-	_, _ = io.WriteString(f, strings.Repeat("0", 512))
 }

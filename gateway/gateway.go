@@ -151,13 +151,14 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 		}
 	}
 	deps := api.Deps{
-		Config:   cfg,
-		Auth:     authn,
-		Logger:   log,
-		Version:  opts.Version,
-		Health:   g.healthChecks(),
-		Features: g.services.Features(),
-		Audit:    g.audit,
+		Config:      cfg,
+		Auth:        authn,
+		Logger:      log,
+		Version:     opts.Version,
+		Health:      g.healthChecks(),
+		StorageFull: g.Store.NoteStorageFull,
+		Features:    g.services.Features(),
+		Audit:       g.audit,
 	}
 	if cfg.Server.GUIEnabled() {
 		deps.Console = console.Assets()

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/driver/postgres"
@@ -80,6 +81,9 @@ type Store struct {
 	// history caches sessions' recent messages (SQLite only; see
 	// historyCache).
 	history *historyCache
+	// storageFullAt is when a write was last refused for lack of space
+	// (unix nanoseconds, 0: never; see NoteStorageFull).
+	storageFullAt atomic.Int64
 }
 
 // Open opens the database, checks that it answers and brings its schema up

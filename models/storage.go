@@ -58,11 +58,24 @@ func (healthProbe) TableName() string { return "health_probes" }
 
 func init() { RegisterModels(&healthProbe{}) }
 
+// storageFullWindow is how long a refused write keeps CheckWritable failing.
+const storageFullWindow = 15 * time.Second
+
+// NoteStorageFull records that a write was just refused for lack of space.
+// CheckWritable keeps failing for storageFullWindow after it even when its
+// own small probe row still fits (SQLite reuses space its WAL file holds).
+func (s *Store) NoteStorageFull() { s.storageFullAt.Store(time.Now().UnixNano()) }
+
 // CheckWritable pings the database and then writes one small row, so a full
 // disk shows in /health instead of only in the answers of failing writes.
 func (s *Store) CheckWritable(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return err
+	}
+	if at := s.storageFullAt.Load(); at != 0 {
+		if ago := time.Since(time.Unix(0, at)); ago < storageFullWindow {
+			return fmt.Errorf("%s database refused a write %s ago: %w", s.Driver, ago.Round(time.Second), ErrStorageFull)
+		}
 	}
 	err := s.DB.WithContext(ctx).Exec(
 		`INSERT INTO health_probes (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at`,

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/workflows"
@@ -32,23 +33,15 @@ func TestTaskRunToolTimeoutFollowsConfig(t *testing.T) {
 			}
 			return &llm.Response{Content: "Done."}, nil
 		})
-		var mu sync.Mutex
-		var got time.Duration
-		h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-			if info.ActivityType.Name == workflows.ActivityTaskRunTool {
-				mu.Lock()
-				got = info.StartToCloseTimeout
-				mu.Unlock()
-			}
-		})
+		got := startToClose(h.env, workflows.ActivityTaskRunTool)
 		in := input()
 		in.ToolTimeout = tc.configured
 		h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
 		if err := h.env.GetWorkflowError(); err != nil || len(h.tools) != 1 {
 			t.Fatalf("tool_timeout %s: err %v, tool calls %d", tc.configured, err, len(h.tools))
 		}
-		if got != tc.want {
-			t.Errorf("tool_timeout %s: the tool activity's start-to-close timeout is %s, want %s", tc.configured, got, tc.want)
+		if got() != tc.want {
+			t.Errorf("tool_timeout %s: the tool activity's start-to-close timeout is %s, want %s", tc.configured, got(), tc.want)
 		}
 	}
 }
@@ -71,21 +64,32 @@ func TestFiringToolTimeoutFollowsPrepare(t *testing.T) {
 			}
 			return &llm.Response{Content: "The report."}, nil
 		})
-		var mu sync.Mutex
-		var got time.Duration
-		f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-			if info.ActivityType.Name == workflows.ActivityScheduledTool {
-				mu.Lock()
-				got = info.StartToCloseTimeout
-				mu.Unlock()
-			}
-		})
+		got := startToClose(f.env, workflows.ActivityScheduledTool)
 		f.run(t)
 		if err := f.env.GetWorkflowError(); err != nil || len(f.tools) != 1 {
 			t.Fatalf("tool_timeout %s: err %v, tool calls %d", tc.configured, err, len(f.tools))
 		}
-		if got != tc.want {
-			t.Errorf("tool_timeout %s: the firing's tool activity has start-to-close %s, want %s", tc.configured, got, tc.want)
+		if got() != tc.want {
+			t.Errorf("tool_timeout %s: the firing's tool activity has start-to-close %s, want %s", tc.configured, got(), tc.want)
 		}
+	}
+}
+
+// startToClose reports the start-to-close timeout the named activity was
+// last started with in env.
+func startToClose(env *testsuite.TestWorkflowEnvironment, activityName string) func() time.Duration {
+	var mu sync.Mutex
+	var got time.Duration
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == activityName {
+			mu.Lock()
+			got = info.StartToCloseTimeout
+			mu.Unlock()
+		}
+	})
+	return func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
 	}
 }

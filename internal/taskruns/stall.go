@@ -2,6 +2,7 @@ package taskruns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,7 +36,7 @@ func (r *Service) StallReason(ctx context.Context, run *models.TaskRun) string {
 			continue
 		}
 		msg := failure.GetMessage()
-		if models.IsStorageFull(fmt.Errorf("%s", msg)) {
+		if models.IsStorageFull(errors.New(msg)) {
 			msg = models.ErrStorageFull.Error()
 		}
 		state := "retrying"
