@@ -81,6 +81,7 @@ func SharedTemporal(t testing.TB) string {
 	if sharedErr != nil {
 		t.Fatalf("start shared Temporal: %v", sharedErr)
 	}
+	sweepAround(t, shared.FrontendAddress())
 	return shared.FrontendAddress()
 }
 
@@ -98,7 +99,14 @@ func Main(m *testing.M) {
 
 type stopper struct{ m *testing.M }
 
-func (s *stopper) Run() int { code := s.m.Run(); StopShared(); return code }
+func (s *stopper) Run() int {
+	code := s.m.Run()
+	if sweepClient != nil {
+		sweepClient.Close()
+	}
+	StopShared()
+	return code
+}
 
 func quietLogger() *slog.Logger {
 	if os.Getenv("AGENTRY_TEST_LOG") != "" {
