@@ -151,6 +151,10 @@ type pattern struct {
 	// only, when set, is the group that must look like a credential (see
 	// credentialLike) for the match to be replaced.
 	only int
+	// hints are lower-case literals of which every match contains at least
+	// one: an ASCII text holding none of them cannot match, and the regexp
+	// (the costly part of a scrub) is skipped.
+	hints []string
 }
 
 // credentialLike tells a token from a word: it mixes letters and digits, or
@@ -182,24 +186,62 @@ const tokenChars = `[A-Za-z0-9._~+/=-]`
 
 var patterns = []pattern{
 	// Authorization header values, with or without a scheme.
-	{re: regexp.MustCompile(`(?i)(authorization\\?"?\s*[:=]\s*\\?"?)((?:bearer|basic|token|digest)\s+)?[^"\\\s,;&}{\[]{6,}`), repl: "${1}${2}" + Redacted},
+	{re: regexp.MustCompile(`(?i)(authorization\\?"?\s*[:=]\s*\\?"?)((?:bearer|basic|token|digest)\s+)?[^"\\\s,;&}{\[]{6,}`), repl: "${1}${2}" + Redacted,
+		hints: []string{"authorization"}},
 	// Bearer credentials: "Bearer xyz".
-	{re: regexp.MustCompile(`(?i)\b(bearer)(\s+|%20)` + tokenChars + `{6,}`), repl: "${1}${2}" + Redacted},
+	{re: regexp.MustCompile(`(?i)\b(bearer)(\s+|%20)` + tokenChars + `{6,}`), repl: "${1}${2}" + Redacted,
+		hints: []string{"bearer"}},
 	// "Basic xyz", "token xyz" only when xyz looks like a credential, not a word
 	// ("token budget").
-	{re: regexp.MustCompile(`(?i)\b(basic|token)(\s+|%20)(` + tokenChars + `{8,})`), repl: "${1}${2}" + Redacted, only: 3},
+	{re: regexp.MustCompile(`(?i)\b(basic|token)(\s+|%20)(` + tokenChars + `{8,})`), repl: "${1}${2}" + Redacted, only: 3,
+		hints: []string{"basic", "token"}},
 	// URL user info: scheme://user:password@host.
-	{re: regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@"'<>]*:)[^/\s@"'<>]+@`), repl: "${1}" + Redacted + "@"},
+	{re: regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@"'<>]*:)[^/\s@"'<>]+@`), repl: "${1}" + Redacted + "@",
+		hints: []string{"://"}},
 	// Secrets in query strings and form bodies.
-	{re: regexp.MustCompile(`(?i)([?&;](?:api[_-]?key|apikey|key|token|access[_-]?token|refresh[_-]?token|client[_-]?secret|secret|password|passwd|pwd|sig|signature|auth)=)[^&\s"'<>#]+`), repl: "${1}" + Redacted},
+	{re: regexp.MustCompile(`(?i)([?&;](?:api[_-]?key|apikey|key|token|access[_-]?token|refresh[_-]?token|client[_-]?secret|secret|password|passwd|pwd|sig|signature|auth)=)[^&\s"'<>#]+`), repl: "${1}" + Redacted,
+		hints: []string{"key=", "token=", "secret=", "password=", "passwd=", "pwd=", "sig=", "signature=", "auth="}},
 	// "api_key": "value", x-api-key: value, password=value (JSON, headers, logs).
-	{re: regexp.MustCompile(`(?i)((?:api[_-]?key|x-api-key|apikey|access[_-]?token|refresh[_-]?token|client[_-]?secret|secret[_-]?key|secret|password|passwd|x-goog-api-key)\\?"?\s*[:=]\s*\\?"?)([^"\\\s,;&}{\[]{6,})`), repl: "${1}" + Redacted},
+	{re: regexp.MustCompile(`(?i)((?:api[_-]?key|x-api-key|apikey|access[_-]?token|refresh[_-]?token|client[_-]?secret|secret[_-]?key|secret|password|passwd|x-goog-api-key)\\?"?\s*[:=]\s*\\?"?)([^"\\\s,;&}{\[]{6,})`), repl: "${1}" + Redacted,
+		hints: []string{"key", "token", "secret", "passw"}},
 	// Provider key shapes: sk-..., sk-ant-..., sk-proj-...
-	{re: regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_-]{12,}`), repl: Redacted},
+	{re: regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_-]{12,}`), repl: Redacted,
+		hints: []string{"sk-", "pk-", "rk-"}},
 	// JSON Web Tokens.
-	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*`), repl: Redacted},
+	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*`), repl: Redacted,
+		hints: []string{"eyj"}},
 	// Well-known token prefixes: GitHub, Slack, AWS access keys, Google API keys.
-	{re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,})`), repl: Redacted},
+	{re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,})`), repl: Redacted,
+		hints: []string{"gh", "github_pat_", "xox", "akia", "aiza"}},
+}
+
+// mayMatch reports whether p's regexp can match lower, the lower-cased form
+// of an ASCII text.
+func (p pattern) mayMatch(lower string) bool {
+	for _, h := range p.hints {
+		if strings.Contains(lower, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiLower returns s lower-cased and whether s is all ASCII. Only then is
+// the hint check exact: with (?i) the regexps also fold non-ASCII runes such
+// as the Kelvin sign (K) onto ASCII letters, so other texts take every regexp.
+func asciiLower(s string) (string, bool) {
+	hasUpper := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 {
+			return "", false
+		}
+		hasUpper = hasUpper || ('A' <= c && c <= 'Z')
+	}
+	if !hasUpper {
+		return s, true
+	}
+	return strings.ToLower(s), true
 }
 
 // String returns s with every registered secret value and every
@@ -211,8 +253,16 @@ func String(s string) string {
 	if r := reg.replacer.Load(); r != nil {
 		s = r.Replace(s)
 	}
+	lower, ascii := asciiLower(s)
 	for _, p := range patterns {
+		if ascii && !p.mayMatch(lower) {
+			continue
+		}
 		s = p.apply(s)
+		if ascii {
+			// A replacement may have changed the text the next hints see.
+			lower, _ = asciiLower(s)
+		}
 	}
 	return s
 }
