@@ -157,3 +157,53 @@ func TestScheduleRuns(t *testing.T) {
 		}
 	})
 }
+
+// Two gateways on one database (issue 18 item 3): the live claim of the
+// other gateway is respected; once its lease has run out (the process
+// died) the claim is taken over, and the dead owner can neither renew nor
+// complete it.
+func TestIdempotencyClaimOfAnotherGateway(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		ctx := context.Background()
+		g1, g2 := mustOpen(t, opts), mustOpen(t, opts)
+		claim := func(s *Store, owner string) (*WebhookIdempotency, bool) {
+			t.Helper()
+			have, ok, err := s.ClaimIdempotency(ctx, &WebhookIdempotency{Key: "shared", AgentID: "a", BodyHash: "h", Owner: owner,
+				ExpiresAt: time.Now().Add(time.Hour)}, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return have, ok
+		}
+		if _, ok := claim(g1, "g1-req"); !ok {
+			t.Fatal("first claim refused")
+		}
+		have, ok := claim(g2, "g2-req")
+		if ok || have.Owner != "g1-req" || have.Status != IdempotencyRunning || time.Until(have.LeaseUntil) <= 0 {
+			t.Fatalf("the other gateway's live claim: %+v claimed=%v", have, ok)
+		}
+		if ok, err := g1.RenewIdempotency(ctx, "shared", "g1-req", 10*time.Second); !ok || err != nil {
+			t.Fatalf("renew: %v %v", ok, err)
+		}
+		// g1 dies: its last renewal's lease runs out.
+		if err := g2.DB.Model(&WebhookIdempotency{}).Where("idem_key = ?", "shared").
+			Update("lease_until", time.Now().UTC().Add(-time.Second)).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := claim(g2, "g2-req"); !ok {
+			t.Fatal("a claim whose lease ran out was not taken over")
+		}
+		if ok, err := g1.RenewIdempotency(ctx, "shared", "g1-req", 10*time.Second); ok || err != nil {
+			t.Fatalf("the dead owner renewed the claim taken over: %v %v", ok, err)
+		}
+		if err := g1.CompleteIdempotency(ctx, "shared", "g1-req", `{"reply":"late"}`); err != nil {
+			t.Fatal(err)
+		}
+		if err := g2.CompleteIdempotency(ctx, "shared", "g2-req", `{"reply":"g2"}`); err != nil {
+			t.Fatal(err)
+		}
+		if have, ok := claim(g1, "g1-again"); ok || have.Status != IdempotencyDone || have.Response != `{"reply":"g2"}` {
+			t.Fatalf("after takeover: %+v claimed=%v", have, ok)
+		}
+	})
+}
