@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentryhq/agentry/internal/scrub"
 )
@@ -49,9 +50,19 @@ func newHTTPBase(id, typ, base string, cfg ProviderConfig) *httpBase {
 	return &httpBase{
 		id: id, typ: typ, base: base, apiKey: cfg.APIKey, headers: headers, timeout: timeout,
 		// otelhttp makes the provider request a child span of the LLM call
-		// and sends the trace context (traceparent) along.
-		client: &http.Client{Transport: otelhttp.NewTransport(newTransport())},
+		// and sends the trace context (traceparent) along. Without a trace
+		// (tracing off) the request goes straight to the transport: otelhttp
+		// would clone it and compute HTTP metric attributes for a meter
+		// nobody reads.
+		client: &http.Client{Transport: otelhttp.NewTransport(newTransport(), otelhttp.WithFilter(inTrace))},
 	}
+}
+
+// inTrace reports whether r belongs to a trace whose context is worth
+// sending on (sampled or not, so the provider's own tracing follows our
+// sampling decision).
+func inTrace(r *http.Request) bool {
+	return trace.SpanContextFromContext(r.Context()).IsValid()
 }
 
 // newTransport keeps many idle connections per host: the gateway sends many concurrent calls to few
