@@ -129,6 +129,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := trimVisibilityIndexes(dbPath, o.SearchAttributes); err != nil {
+		return nil, err
+	}
 	sqlCfg := sqliteConfig(dbPath)
 	if err := createNamespace(sqlCfg, clusterName, o.Namespace, o.Retention, o.SearchAttributes); err != nil {
 		return nil, err

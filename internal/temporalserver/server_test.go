@@ -2,12 +2,15 @@ package temporalserver
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,9 +132,12 @@ func TestRunRestartKeepHistory(t *testing.T) {
 		t.Fatalf("workflow result = %q, want %q", out, "echo: hello")
 	}
 	waitVisible(t, c, s.Namespace(), "AgentryTaskID = 42 AND AgentryAgentID = 'researcher'", testWorkflowID)
+	// A column whose index the server dropped is still queried (by a scan).
+	waitVisible(t, c, s.Namespace(), "HistoryLength > 0 AND ExecutionStatus = 'Completed'", testWorkflowID)
 	w.Stop()
 	c.Close()
 	stopServer(t, s)
+	checkVisibilityIndexes(t, filepath.Join(o.DataDir, databaseFile))
 
 	// Same directory, new ports; an extra search attribute and a longer
 	// retention exercise the reconciliation of an existing namespace.
@@ -168,6 +174,43 @@ func TestRunRestartKeepHistory(t *testing.T) {
 	}
 	c.Close()
 	stopServer(t, s)
+}
+
+// checkVisibilityIndexes checks that the database of a stopped server has
+// the visibility indexes the gateway needs and none of the trimmed ones.
+func checkVisibilityIndexes(t *testing.T, dbPath string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		have[name] = true
+	}
+	for _, name := range unusedVisibilityIndexes(DefaultSearchAttributes()) {
+		if have[name] {
+			t.Errorf("visibility index %s was not dropped", name)
+		}
+	}
+	for _, name := range []string{"default_idx", "by_workflow_id", "by_status", "by_int_01", "by_keyword_10", "by_temporal_namespace_division"} {
+		if !have[name] {
+			t.Errorf("visibility index %s is missing", name)
+		}
+	}
+	if len(have) == 0 || have["by_bool_01"] || have["by_temporal_keyword_01"] {
+		t.Errorf("visibility indexes after start: %v", slices.Sorted(maps.Keys(have)))
+	}
 }
 
 func checkUI(t *testing.T, addr string) {

@@ -35,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/gateway"
 	"github.com/agentryhq/agentry/internal/config"
@@ -51,13 +53,26 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "log the in-process gateway")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (in-process gateway) to the file")
+	dynConfig := map[string]any{}
+	flag.Func("dc", "in-process gateway: override a Temporal dynamic config key, `key=value` (YAML value; repeatable), to compare settings", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return errors.New("want key=value")
+		}
+		var val any
+		if err := yaml.Unmarshal([]byte(v), &val); err != nil {
+			return err
+		}
+		dynConfig[k] = val
+		return nil
+	})
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	base, apiKey := *url, *key
 	if base == "" {
-		g, stop, err := startGateway(ctx, *tool, *verbose)
+		g, stop, err := startGateway(ctx, *tool, *verbose, dynConfig)
 		if err != nil {
 			fail(err)
 		}
@@ -90,7 +105,7 @@ func fail(err error) {
 
 // startGateway starts the fake provider, the embedded Temporal server and
 // a gateway in this process.
-func startGateway(ctx context.Context, tool, verbose bool) (*gateway.Gateway, func(), error) {
+func startGateway(ctx context.Context, tool, verbose bool, dynConfig map[string]any) (*gateway.Gateway, func(), error) {
 	log := slog.New(slog.DiscardHandler)
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -128,6 +143,12 @@ func startGateway(ctx context.Context, tool, verbose bool) (*gateway.Gateway, fu
 	topts.DataDir = filepath.Join(ws, "temporal")
 	topts.FrontendPort, topts.UIPort, topts.UIEnabled = 0, 0, false
 	topts.Logger = log
+	if topts.DynamicConfig == nil {
+		topts.DynamicConfig = map[string]any{}
+	}
+	for k, v := range dynConfig {
+		topts.DynamicConfig[k] = v
+	}
 	srv, err := temporalserver.Start(ctx, topts)
 	if err != nil {
 		stop()
