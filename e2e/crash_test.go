@@ -179,6 +179,25 @@ func TestTaskRunSurvivesGatewayCrash(t *testing.T) {
 			t.Fatal("the call cut off by the crash was not repeated after the restart")
 		}
 	}
+	// The ledger counts every provider request (issue 18 item 10): one row
+	// per turn, the turn cut off by the crash with attempts 2 (its request
+	// before the crash and the retried activity's), the others 1.
+	var calls struct {
+		Calls []ledgerRow `json:"calls"`
+	}
+	if r := wbCall(t, base, key, "GET", "/api/v1/costs/calls?limit=100", nil); r.Status != 200 || json.Unmarshal(r.Raw, &calls) != nil {
+		t.Fatalf("ledger: %d %s", r.Status, r.Raw)
+	}
+	attempts, twice := 0, 0
+	for _, c := range calls.Calls {
+		attempts += c.Attempts
+		if c.Attempts == 2 {
+			twice++
+		}
+	}
+	if len(calls.Calls) != 4 || attempts != fake.CallCount() || twice != 1 {
+		t.Fatalf("ledger: %d rows, %d attempts (%d rows with 2), provider saw %d requests: %+v", len(calls.Calls), attempts, twice, fake.CallCount(), calls.Calls)
+	}
 
 	second.Cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)

@@ -129,7 +129,10 @@ type LedgerEntry struct {
 	Mode           string `gorm:"size:8" json:"enforcement_mode"`
 
 	// Attempts counts provider requests (retries included) over all
-	// executions; Executions counts admissions of this call id.
+	// executions; Executions counts admissions of this call id. An
+	// admission counts its first request when it is admitted, its
+	// settlement adds the retries beyond it: an execution cut off by a crash
+	// (never settled) is still counted, once.
 	Attempts   int `json:"attempts"`
 	Executions int `json:"executions"`
 
@@ -519,15 +522,16 @@ price_effective_date, cost_micros, cost_usd, reserved_micros, mode, attempts, ex
 
 // upsertPendingSQL inserts the pending row of a call or, for a call id seen
 // before (a retried activity), marks it pending again and counts the
-// execution; usage and cost already recorded stay.
+// execution and its first provider request; usage and cost already
+// recorded stay. A rejection takes both counts back.
 var upsertPendingSQL = `INSERT INTO cost_ledger (` + ledgerColumns + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, '', '', 'pending', '', '', '', 0, 0, 0, 0, 0, 0, FALSE, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, 1, ?, ?, ?, '')
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, '', '', 'pending', '', '', '', 0, 0, 0, 0, 0, 0, FALSE, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 1, 1, ?, ?, ?, '')
 ON CONFLICT (call_id) DO UPDATE SET ` + pendingConflictSet
 
 // pendingConflictSet marks a call id seen before pending again and counts
 // the execution; usage and cost already recorded stay.
 const pendingConflictSet = `outcome = 'pending', rejection_code = '', error_kind = '',
-executions = cost_ledger.executions + 1, started_at = excluded.started_at, updated_at = excluded.updated_at, finished_at = NULL,
+executions = cost_ledger.executions + 1, attempts = cost_ledger.attempts + 1, started_at = excluded.started_at, updated_at = excluded.updated_at, finished_at = NULL,
 provider = excluded.provider, model = excluded.model, mode = excluded.mode, reserved_micros = excluded.reserved_micros,
 max_output_tokens = excluded.max_output_tokens, requested_max_output_tokens = excluded.requested_max_output_tokens,
 estimated_input_tokens = excluded.estimated_input_tokens, clamped = excluded.clamped, pricing_status = excluded.pricing_status,
@@ -736,7 +740,7 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 			e.FinishedAt = &finished
 			err := l.DB.WithContext(ctx).Model(&LedgerEntry{}).Where("call_id = ?", e.CallID).Updates(map[string]any{
 				"outcome": OutcomeRejected, "rejection_code": e.RejectionCode, "reserved_micros": 0, "finished_at": finished,
-				"max_output_tokens": e.MaxOutputTokens, "executions": gorm.Expr("executions - 1")}).Error
+				"max_output_tokens": e.MaxOutputTokens, "executions": gorm.Expr("executions - 1"), "attempts": gorm.Expr("attempts - 1")}).Error
 			if err != nil {
 				return res, fmt.Errorf("record rejected call %s: %w", e.CallID, err)
 			}
@@ -756,7 +760,7 @@ func readCountersSQL(n int) string {
 }
 
 const rejectPendingSQL = `UPDATE cost_ledger SET outcome = 'rejected', rejection_code = ?, reserved_micros = 0, finished_at = ?,
-executions = executions - 1, max_output_tokens = ?, clamped = ? WHERE call_id = ?`
+executions = executions - 1, attempts = attempts - 1, max_output_tokens = ?, clamped = ? WHERE call_id = ?`
 
 // admitGrouped is the admission on SQLite, as one job of the group commit:
 // read the counters, let Fit decide, then write the pending row, the
@@ -834,7 +838,7 @@ func reserveManyExecSQL(n int) string {
 var admitPostgresSQL = `WITH led AS (
   INSERT INTO cost_ledger (` + ledgerColumns + `)
   VALUES (?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, '', ?::text, ?::boolean, '', '', 'pending', '', '', '',
-    0, 0, 0, 0, 0, 0, FALSE, ?::bigint, ?::bigint, ?::bigint, ?::boolean, ?::text, ?::text, ?::text, ?::text, 0, 0, ?::bigint, ?::text, 0, 1,
+    0, 0, 0, 0, 0, 0, FALSE, ?::bigint, ?::bigint, ?::bigint, ?::boolean, ?::text, ?::text, ?::text, ?::text, 0, 0, ?::bigint, ?::text, 1, 1,
     ?::timestamptz, ?::timestamptz, ?::timestamptz, '')
   ON CONFLICT (call_id) DO UPDATE SET ` + pendingConflictSet + `
   RETURNING 1
@@ -895,7 +899,7 @@ func (l *CostLedger) admitPostgres(ctx context.Context, p AdmitParams, keys []st
 	if found != n {
 		// The row was written; the caller creates the counters and admits
 		// again, which counts the execution again.
-		l.DB.WithContext(ctx).Exec("UPDATE cost_ledger SET executions = executions - 1 WHERE call_id = ?", e.CallID)
+		l.DB.WithContext(ctx).Exec("UPDATE cost_ledger SET executions = executions - 1, attempts = attempts - 1 WHERE call_id = ?", e.CallID)
 		return false, fmt.Errorf("reserve: %d of %d counters exist: %w", found, n, ErrCountersMissing)
 	}
 	if !fits {
@@ -938,7 +942,7 @@ type Settlement struct {
 
 	Outcome, ErrorKind, FinishReason       string
 	ResponseModel, ProviderRequestID       string
-	Attempts                               int
+	Attempts                               int // provider requests of this admission (the first was counted at admission)
 	InputTokens, OutputTokens              int64
 	CachedInputTokens, CacheCreationTokens int64
 	ReasoningTokens, ToolUsePromptTokens   int64
@@ -982,7 +986,9 @@ provider_request_ids = CASE WHEN ? = '' THEN provider_request_ids WHEN provider_
 WHERE call_id = ? AND settled_admission <> ?`
 
 func settleArgs(st Settlement, finished time.Time) []any {
-	return []any{st.Outcome, st.ErrorKind, st.FinishReason, st.Attempts,
+	// The admission counted the first provider request; the settlement adds
+	// the retries beyond it.
+	return []any{st.Outcome, st.ErrorKind, st.FinishReason, max(st.Attempts, 1) - 1,
 		st.InputTokens, st.OutputTokens, st.CachedInputTokens, st.CacheCreationTokens, st.ReasoningTokens, st.ToolUsePromptTokens,
 		st.CostMicros, st.AdmissionID, st.CostMicros, st.AdmissionID, st.AdmissionID, st.AdmissionID, st.AdmissionID, st.AdmissionID,
 		finished, finished, st.AdmissionID, st.UsageEstimated,

@@ -295,3 +295,85 @@ func TestPriceHistoryUpsert(t *testing.T) {
 		t.Fatalf("prices = %+v, %v", ps, err)
 	}
 }
+
+// Every provider request is counted on the call's row (issue 18 item 10):
+// an execution cut off by a crash never settles, and its request used to be
+// lost when the retried activity reused the row (attempts 1 for 2 provider
+// requests). An admission counts its first request, a settlement the
+// retries beyond it; a rejected admission sent nothing and counts nothing.
+func TestLedgerAttemptsCountTheRequestOfAnExecutionThatNeverSettled(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := Open(ctx, b.opts(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			s, err := NewCostLedger(ctx, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Now().UTC()
+			if err := s.EnsureBudgetCounters(ctx, []CounterSeed{{Key: "d", From: now.Add(-time.Hour), To: now.Add(time.Hour)}}); err != nil {
+				t.Fatal(err)
+			}
+			rowOf := func(call string) (attempts, executions int) {
+				t.Helper()
+				r, err := s.GetLedgerEntry(ctx, call)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r.Attempts, r.Executions
+			}
+			admit := func(call, admission string, keys []string, fit func([]CounterValue) (int64, bool)) bool {
+				t.Helper()
+				res, err := s.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(call, now), AdmissionID: admission, Keys: keys,
+					WorstMicros: 10, Fit: fit, ExpiresAt: now.Add(time.Hour)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res.Admitted
+			}
+			settle := func(call, admission string, keys []string, attempts int) {
+				t.Helper()
+				if _, err := s.SettleCall(ctx, Settlement{CallID: call, AdmissionID: admission, ReservationID: admission, Keys: keys,
+					Outcome: OutcomeSucceeded, Attempts: attempts, CostMicros: 5, FinishedAt: now}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, keys := range [][]string{nil, {"d"}} {
+				call := fmt.Sprintf("crash-%d", len(keys))
+				// Execution 1 is admitted and its request sent; the process dies.
+				admit(call, call+"-a1", keys, nil)
+				if a, e := rowOf(call); a != 1 || e != 1 {
+					t.Fatalf("%s in flight: attempts %d executions %d, want 1 1", call, a, e)
+				}
+				// The retried activity reuses the row; its request needs one retry.
+				admit(call, call+"-a2", keys, nil)
+				settle(call, call+"-a2", keys, 2)
+				if a, e := rowOf(call); a != 3 || e != 2 {
+					t.Fatalf("%s after the retry: attempts %d executions %d, want 3 2", call, a, e)
+				}
+				// A late settlement of the first execution adds only its retries.
+				settle(call, call+"-a1", keys, 1)
+				if a, e := rowOf(call); a != 3 || e != 2 {
+					t.Fatalf("%s after a late settlement: attempts %d executions %d, want 3 2", call, a, e)
+				}
+			}
+			// A rejected admission, new or of a row seen before, sent nothing.
+			refuse := func([]CounterValue) (int64, bool) { return 0, false }
+			if admit("refused", "r-a1", []string{"d"}, refuse) {
+				t.Fatal("admitted")
+			}
+			if a, e := rowOf("refused"); a != 0 || e != 0 {
+				t.Fatalf("rejected call: attempts %d executions %d, want 0 0", a, e)
+			}
+			admit("crash-1", "crash-1-a3", []string{"d"}, refuse)
+			if a, e := rowOf("crash-1"); a != 3 || e != 2 {
+				t.Fatalf("rejected re-admission: attempts %d executions %d, want 3 2", a, e)
+			}
+		})
+	}
+}
