@@ -40,7 +40,7 @@ func (a *ApprovalActivities) ApprovalRequest(ctx context.Context, in workflows.A
 	}
 	args := string(asked.ToolCalls[in.Index].Arguments)
 	ap, err := a.Store.RequestApproval(ctx, models.Approval{
-		Key: in.ApprovalKey(), TaskID: in.Run.TaskID, RunID: in.Run.RunID, Attempt: in.Run.Attempt, AgentID: in.Run.AgentID,
+		Key: in.ApprovalKey(), TaskID: in.Run.TaskID, RunID: in.Run.RunID, Attempt: in.Run.Attempt, AgentID: in.Run.AgentID, ScheduleID: in.Run.ScheduleID,
 		WorkflowID: in.Run.WorkflowID, Tool: in.Tool, CallID: in.CallID, Arguments: args, RequestedAt: in.RequestedAt, ExpiresAt: in.ExpiresAt,
 	})
 	if err != nil {

@@ -104,10 +104,11 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 	return &workflows.ScheduledPrepared{
 		Status: models.ScheduleRunRunning,
 		Run: workflows.RunRef{WorkflowID: wid, Attempt: 1, AgentID: def.ID, Trigger: in.Trigger, Subject: who.Subject,
-			DataClassification: def.LLM.DataClassification, Snapshot: sha},
+			DataClassification: def.LLM.DataClassification, Snapshot: sha, ScheduleID: in.ScheduleID},
 		Agent:       snap.Agent.Outline(),
 		SessionID:   firingSessionID(def.ID, wid),
 		ToolTimeout: a.Config.Runtime.ToolTimeout,
+		Approvals:   workflows.PolicyOf(def.Approvals),
 	}, nil
 }
 

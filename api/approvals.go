@@ -57,7 +57,7 @@ func (f *ApprovalsFeature) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	filter := models.ApprovalFilter{Status: c.Query("status"), AgentID: c.Query("agent_id"), Page: p}
+	filter := models.ApprovalFilter{Status: c.Query("status"), AgentID: c.Query("agent_id"), Schedule: c.Query("schedule"), Page: p}
 	for name, dst := range map[string]*int64{"task_id": &filter.TaskID, "run_id": &filter.RunID} {
 		if raw := c.Query(name); raw != "" {
 			n, ok := parseID(raw)

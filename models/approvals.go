@@ -52,9 +52,13 @@ type Approval struct {
 	ID int64 `gorm:"primaryKey;autoIncrement"`
 	// Key names the call within its run (run key, message, index): asking
 	// twice for the same call (a retried step) finds the same row.
-	Key        string `gorm:"size:191;not null;uniqueIndex"`
+	Key string `gorm:"size:191;not null;uniqueIndex"`
+	// TaskID and RunID name the task run the call belongs to; both are 0
+	// for a scheduled firing, which ScheduleID names instead (with the
+	// firing's WorkflowID).
 	TaskID     int64  `gorm:"index"`
 	RunID      int64  `gorm:"index"`
+	ScheduleID string `gorm:"size:191;index"`
 	Attempt    int
 	AgentID    string `gorm:"size:100;index"`
 	WorkflowID string `gorm:"size:191"`
@@ -76,11 +80,16 @@ func (a Approval) MarshalJSON() ([]byte, error) {
 	if len(args) == 0 || !json.Valid(args) {
 		args = []byte("{}")
 	}
+	var firing *ApprovalFiring
+	if a.ScheduleID != "" {
+		firing = &ApprovalFiring{ScheduleID: a.ScheduleID, AgentID: a.AgentID, WorkflowID: a.WorkflowID}
+	}
 	return json.Marshal(struct {
 		ID          int64           `json:"id"`
 		TaskID      int64           `json:"task_id,omitempty"`
 		RunID       int64           `json:"run_id,omitempty"`
 		Attempt     int             `json:"attempt,omitempty"`
+		Firing      *ApprovalFiring `json:"firing"`
 		AgentID     string          `json:"agent_id"`
 		WorkflowID  string          `json:"workflow_id"`
 		Tool        string          `json:"tool"`
@@ -91,13 +100,24 @@ func (a Approval) MarshalJSON() ([]byte, error) {
 		RequestedAt time.Time       `json:"requested_at"`
 		ExpiresAt   time.Time       `json:"expires_at"`
 		DecidedAt   *time.Time      `json:"decided_at"`
-	}{a.ID, a.TaskID, a.RunID, a.Attempt, a.AgentID, a.WorkflowID, a.Tool, json.RawMessage(args), a.Status, a.DecidedBy, a.Comment,
+	}{a.ID, a.TaskID, a.RunID, a.Attempt, firing, a.AgentID, a.WorkflowID, a.Tool, json.RawMessage(args), a.Status, a.DecidedBy, a.Comment,
 		a.RequestedAt, a.ExpiresAt, a.DecidedAt})
+}
+
+// ApprovalFiring names the scheduled firing an approval belongs to (the
+// API's "firing" field; null for task runs): the schedule (GET /schedules
+// lists it under the same id) and the firing's workflow id, which the
+// decision Update is sent to.
+type ApprovalFiring struct {
+	ScheduleID string `json:"schedule_id"`
+	AgentID    string `json:"agent_id"`
+	WorkflowID string `json:"workflow_id"`
 }
 
 // RequestApproval records a pending approval (once per Key: a repeat
 // returns the existing row), moves the task run it belongs to (TaskID != 0)
-// to waiting for approval and writes run.approval_requested.
+// or the firing's record (ScheduleID set) to waiting for approval and
+// writes run.approval_requested.
 func (s *Store) RequestApproval(ctx context.Context, a Approval) (*Approval, error) {
 	if len(a.Arguments) > MaxApprovalArgumentsBytes {
 		a.Arguments = "{}"
@@ -122,10 +142,17 @@ func (s *Store) RequestApproval(ctx context.Context, a Approval) (*Approval, err
 				return fmt.Errorf("park run %d: %w", out.RunID, res.Error)
 			}
 		}
-		ev := NewEvent(EventRunApprovalRequested, fmt.Sprintf("%s:%d", EventRunApprovalRequested, out.ID), map[string]any{
+		if err := parkFiring(tx, out, WaitingForApproval); err != nil {
+			return err
+		}
+		payload := map[string]any{
 			"approval_id": out.ID, "tool": out.Tool, "arguments": truncateUTF8(out.Arguments, 2000),
 			"workflow_id": out.WorkflowID, "waiting_for": WaitingForApproval, "expires_at": out.ExpiresAt,
-		})
+		}
+		if out.ScheduleID != "" {
+			payload["schedule_id"] = out.ScheduleID
+		}
+		ev := NewEvent(EventRunApprovalRequested, fmt.Sprintf("%s:%d", EventRunApprovalRequested, out.ID), payload)
 		ev.TaskID, ev.RunID, ev.AgentID, ev.Attempt = out.TaskID, out.RunID, out.AgentID, out.Attempt
 		_, err := insertEvent(tx, s.Driver, &ev)
 		return err
@@ -169,7 +196,13 @@ func (s *Store) ResolveApproval(ctx context.Context, id int64, status, by, comme
 				return fmt.Errorf("resume run %d: %w", out.RunID, err)
 			}
 		}
+		if err := parkFiring(tx, out, ""); err != nil {
+			return err
+		}
 		payload := map[string]any{"approval_id": out.ID, "tool": out.Tool, "status": status, "workflow_id": out.WorkflowID}
+		if out.ScheduleID != "" {
+			payload["schedule_id"] = out.ScheduleID
+		}
 		if by != "" {
 			payload["decided_by"] = by
 		}
@@ -206,7 +239,10 @@ type ApprovalFilter struct {
 	TaskID  int64
 	RunID   int64
 	AgentID string
-	Page    Page
+	// Schedule selects the approvals of the firings of the scheduled agent
+	// with this id (schedules are addressed by agent id in the API).
+	Schedule string
+	Page     Page
 }
 
 // ApprovalStatuses lists the statuses an approval can have.
@@ -234,6 +270,9 @@ func (s *Store) ListApprovals(ctx context.Context, f ApprovalFilter) ([]Approval
 	if f.AgentID != "" {
 		q = q.Where("agent_id = ?", f.AgentID)
 	}
+	if f.Schedule != "" {
+		q = q.Where("agent_id = ? AND schedule_id <> ''", f.Schedule)
+	}
 	var rows []Approval
 	if err := q.Order("id").Limit(limit + 1).Find(&rows).Error; err != nil {
 		return nil, 0, fmt.Errorf("list approvals: %w", err)
@@ -248,6 +287,36 @@ func closeApprovals(tx *gorm.DB, runID int64, at time.Time) error {
 		Updates(map[string]any{"status": ApprovalCancelled, "decided_at": at}).Error
 	if err != nil {
 		return fmt.Errorf("close approvals of run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// parkFiring moves the record of the firing an approval belongs to
+// (nothing for a task run's) to waiting for waitingFor, or back to running
+// (""); a firing that already ended keeps its outcome.
+func parkFiring(tx *gorm.DB, ap Approval, waitingFor string) error {
+	if ap.ScheduleID == "" {
+		return nil
+	}
+	status := ScheduleRunWaiting
+	if waitingFor == "" {
+		status = ScheduleRunRunning
+	}
+	err := tx.Model(&ScheduleRun{}).Where("workflow_id = ? AND status IN ?", ap.WorkflowID, []string{ScheduleRunRunning, ScheduleRunWaiting}).
+		Updates(map[string]any{"status": status, "waiting_for": waitingFor}).Error
+	if err != nil {
+		return fmt.Errorf("park firing %s: %w", ap.WorkflowID, err)
+	}
+	return nil
+}
+
+// closeFiringApprovals marks the pending approvals of a firing that ended
+// as cancelled (inside FinishScheduleRun's transaction).
+func closeFiringApprovals(tx *gorm.DB, workflowID string, at time.Time) error {
+	err := tx.Model(&Approval{}).Where("workflow_id = ? AND schedule_id <> '' AND status = ?", workflowID, ApprovalPending).
+		Updates(map[string]any{"status": ApprovalCancelled, "decided_at": at}).Error
+	if err != nil {
+		return fmt.Errorf("close approvals of firing %s: %w", workflowID, err)
 	}
 	return nil
 }

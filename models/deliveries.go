@@ -410,7 +410,10 @@ func (s *Store) PurgeIdempotency(ctx context.Context) (int64, error) {
 
 // Schedule run statuses.
 const (
-	ScheduleRunRunning   = "running"
+	ScheduleRunRunning = "running"
+	// ScheduleRunWaiting: the firing's run is parked for a person
+	// (WaitingFor says what for); it goes on running after the decision.
+	ScheduleRunWaiting   = "waiting"
 	ScheduleRunSucceeded = "succeeded"
 	ScheduleRunFailed    = "failed"
 	// ScheduleRunSkipped: the firing did not run the agent (cost admission
@@ -425,6 +428,8 @@ type ScheduleRun struct {
 	AgentID    string `gorm:"size:100;index:idx_schedule_runs_agent_started,priority:1"`
 	Trigger    string `gorm:"size:16"` // cron or manual
 	Status     string `gorm:"size:16"`
+	// WaitingFor is what a waiting firing waits for (approval).
+	WaitingFor string `gorm:"size:16"`
 	Error      string
 	// Code is the admission rejection code of a skipped firing.
 	Code       string    `gorm:"size:64"`
@@ -447,24 +452,31 @@ func (s *Store) SaveScheduleRun(ctx context.Context, r *ScheduleRun) error {
 }
 
 // FinishScheduleRun sets the final status of a firing, creating its record
-// when the run never wrote one.
+// when the run never wrote one; approvals the firing still waited for are
+// cancelled.
 func (s *Store) FinishScheduleRun(ctx context.Context, r ScheduleRun) error {
 	now := time.Now().UTC()
 	if r.StartedAt.IsZero() {
 		r.StartedAt = now
 	}
 	r.FinishedAt = &now
-	set := map[string]any{"status": r.Status, "error": r.Error, "finished_at": now}
+	r.WaitingFor = ""
+	set := map[string]any{"status": r.Status, "error": r.Error, "finished_at": now, "waiting_for": ""}
 	// Fields the caller knows; empty ones keep what the record has.
 	for col, v := range map[string]string{"code": r.Code, "session_id": r.SessionID, "run_id": r.RunID, "delivery_id": r.DeliveryID} {
 		if v != "" {
 			set[col] = v
 		}
 	}
-	err := s.DB.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "workflow_id"}},
-		DoUpdates: clause.Assignments(set),
-	}).Create(&r).Error
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "workflow_id"}},
+			DoUpdates: clause.Assignments(set),
+		}).Create(&r).Error; err != nil {
+			return err
+		}
+		return closeFiringApprovals(tx, r.WorkflowID, now)
+	})
 	if err != nil {
 		return fmt.Errorf("record firing %s: %w", r.WorkflowID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,38 +19,72 @@ import (
 	"github.com/agentryhq/agentry/workflows"
 )
 
-// approvalHarness is the TaskRun harness with the approval steps mocked.
-type approvalHarness struct {
-	*harness
+// approvalSteps mocks the approval steps of the agent-run core in a test
+// environment and sends decisions; the harnesses of each run kind embed it.
+type approvalSteps struct {
+	testEnv   *testsuite.TestWorkflowEnvironment
+	stepsMu   sync.Mutex
 	requested []workflows.ApprovalRequestInput
 	done      []workflows.ApprovalDoneInput
 	doneAt    []time.Time
 	answers   []string // how each update ended: "accepted:<status>" or "rejected:<err>"
+	sent      int
 }
 
-func newApprovalHarness(t *testing.T, turnTakes time.Duration) *approvalHarness {
-	h := &approvalHarness{harness: newHarness(t)}
+func mockApprovalSteps(env *testsuite.TestWorkflowEnvironment) *approvalSteps {
+	a := &approvalSteps{testEnv: env}
 	acts := &activities.ApprovalActivities{}
-	h.env.RegisterActivity(acts)
-	h.env.OnActivity(acts.ApprovalRequest, mock.Anything, mock.Anything).Return(
+	env.RegisterActivity(acts)
+	env.OnActivity(acts.ApprovalRequest, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in workflows.ApprovalRequestInput) (workflows.ApprovalTicket, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.requested = append(h.requested, in)
-			return workflows.ApprovalTicket{ID: int64(len(h.requested)), Status: models.ApprovalPending}, nil
+			a.stepsMu.Lock()
+			defer a.stepsMu.Unlock()
+			a.requested = append(a.requested, in)
+			return workflows.ApprovalTicket{ID: int64(len(a.requested)), Status: models.ApprovalPending}, nil
 		})
-	h.env.OnActivity(acts.ApprovalDone, mock.Anything, mock.Anything).Return(
+	env.OnActivity(acts.ApprovalDone, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in workflows.ApprovalDoneInput) (agent.ToolResult, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.done = append(h.done, in)
-			h.doneAt = append(h.doneAt, h.env.Now())
+			a.stepsMu.Lock()
+			defer a.stepsMu.Unlock()
+			a.done = append(a.done, in)
+			a.doneAt = append(a.doneAt, env.Now())
 			if in.Status == models.ApprovalApproved {
 				return agent.ToolResult{}, nil
 			}
 			return agent.ToolResult{Content: activities.RejectionText(&models.Approval{Status: in.Status, DecidedBy: in.Subject,
 				Comment: in.Comment, Tool: in.Tool}, in.Wait)}, nil
 		})
+	return a
+}
+
+// decide sends a decision as the Update after the given workflow time.
+func (a *approvalSteps) decide(after time.Duration, d workflows.ApprovalDecision) {
+	a.sent++
+	id := fmt.Sprintf("u-%d", a.sent) // distinct: an update id seen before gets that update's answer
+	a.testEnv.RegisterDelayedCallback(func() {
+		a.testEnv.UpdateWorkflow(workflows.UpdateApprovalDecision, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { a.answers = append(a.answers, "rejected:"+err.Error()) },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					a.answers = append(a.answers, "failed:"+err.Error())
+					return
+				}
+				a.answers = append(a.answers, "accepted:"+v.(workflows.ApprovalAnswer).Status)
+			},
+		}, d)
+	}, after)
+}
+
+// approvalHarness is the TaskRun harness with the approval steps mocked.
+type approvalHarness struct {
+	*harness
+	*approvalSteps
+}
+
+func newApprovalHarness(t *testing.T, turnTakes time.Duration) *approvalHarness {
+	h := &approvalHarness{harness: newHarness(t)}
+	h.approvalSteps = mockApprovalSteps(h.env)
 	// Turn 1 asks for write_file, turn 2 answers.
 	h.onLLM(turnTakes, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
 		if n == 1 {
@@ -58,23 +93,6 @@ func newApprovalHarness(t *testing.T, turnTakes time.Duration) *approvalHarness 
 		return &llm.Response{Content: "Done."}, nil
 	})
 	return h
-}
-
-// decide sends a decision as the Update after the given workflow time.
-func (h *approvalHarness) decide(after time.Duration, d workflows.ApprovalDecision) {
-	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(workflows.UpdateApprovalDecision, fmt.Sprintf("u-%s-%d", d.Decision, len(h.answers)), &testsuite.TestUpdateCallback{
-			OnAccept: func() {},
-			OnReject: func(err error) { h.answers = append(h.answers, "rejected:"+err.Error()) },
-			OnComplete: func(v any, err error) {
-				if err != nil {
-					h.answers = append(h.answers, "failed:"+err.Error())
-					return
-				}
-				h.answers = append(h.answers, "accepted:"+v.(workflows.ApprovalAnswer).Status)
-			},
-		}, d)
-	}, after)
 }
 
 func approvalInput() workflows.TaskRunInput {

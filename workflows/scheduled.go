@@ -116,12 +116,16 @@ func runFiring(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledRunResul
 	if in.Deadline.IsZero() {
 		in.Deadline = workflow.Now(ctx).Add(ScheduledRunTimeout)
 	}
+	// A firing asks for approvals like a task run: the approval names the
+	// firing's schedule and workflow id (prep.Run), and the decision Update
+	// is sent to this workflow id. Parked time moves the deadline.
 	run := &agentRun{ref: prep.Run, outline: prep.Agent, llmStep: ActivityScheduledLLMTurn, toolStep: ActivityScheduledTool,
-		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout)}
+		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout), approvals: prep.Approvals}
 	res := run.runUntil(ctx, in.Continuation, in.Deadline)
 	if res.next != nil && ctx.Err() == nil {
 		next := in
-		next.Prepared, next.Continuation = prep, res.next
+		// The deadline as parked time moved it (unchanged without approvals).
+		next.Prepared, next.Continuation, next.Deadline = prep, res.next, res.deadline
 		return nil, workflow.NewContinueAsNewError(ctx, ScheduledAgentWorkflowName, next)
 	}
 	fin := ScheduledFinishInput{Run: prep.Run, Trigger: in.Trigger, SessionID: prep.SessionID, Status: models.ScheduleRunSucceeded}

@@ -19,9 +19,11 @@ const (
 	TriggerCron   = "cron"
 	TriggerManual = "manual"
 	// FiringTimeout bounds one firing's workflow (agent run + handing the
-	// reply to Delivery).
+	// reply to Delivery). Firings of agents with approvals have none (see
+	// FiringExecutionTimeout).
 	FiringTimeout = 30 * time.Minute
-	// ScheduledRunTimeout bounds the agent run of one firing.
+	// ScheduledRunTimeout bounds the working time of one firing's agent run
+	// (time parked for a person does not count).
 	ScheduledRunTimeout = 10 * time.Minute
 	// ErrTypeScheduledRunFailed is the failure type of a firing whose agent
 	// run failed.
@@ -36,6 +38,18 @@ func ScheduleID(taskQueue, agentID string) string { return ScheduleIDPrefix(task
 
 // ScheduleIDPrefix starts the schedule ids of one installation.
 func ScheduleIDPrefix(taskQueue string) string { return taskQueue + ":schedule:" }
+
+// FiringExecutionTimeout is the Temporal execution timeout of the firings
+// of an agent: FiringTimeout, or none when the agent has tools that need a
+// person's approval (each park is bounded by the approval timeout and
+// parked time does not count, so no backstop could know the total; the
+// workflow bounds every wait itself), as for task runs.
+func FiringExecutionTimeout(a *agent.Approvals) time.Duration {
+	if len(PolicyOf(a).Tools) > 0 {
+		return 0
+	}
+	return FiringTimeout
+}
 
 // ManualFiringWorkflowID is the workflow id of a firing started by hand.
 func ManualFiringWorkflowID(scheduleID string, at time.Time) string {
@@ -70,6 +84,11 @@ type ScheduledPrepared struct {
 	// ToolTimeout is runtime.tool_timeout when the firing was prepared (0 in
 	// histories from before: the fixed 5 minutes); see toolOptions.
 	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
+	// Approvals are the tools a person must approve before the firing
+	// calls them (the agent's approvals block when the firing was
+	// prepared; empty in histories from before, so their commands do not
+	// change).
+	Approvals ApprovalPolicy `json:"approvals,omitempty"`
 }
 
 // ScheduledFinishInput is how a firing's run ended.

@@ -179,6 +179,9 @@ type RunRef struct {
 	DataClassification string `json:"data_classification,omitempty"`
 	// Snapshot is the content hash of the run's RunSnapshot (run log).
 	Snapshot string `json:"snapshot,omitempty"`
+	// ScheduleID names the schedule of a scheduled firing (empty for other
+	// runs): its approvals are listed under it.
+	ScheduleID string `json:"schedule_id,omitempty"`
 }
 
 // Key names the run in the run log: one conversation per workflow and

@@ -5,15 +5,17 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentryhq/agentry/internal/client"
 )
 
 // approvalsCommand lists and decides the tool approvals durable runs wait
 // for (docs/approvals.md).
 func (a *App) approvalsCommand() *cobra.Command {
-	var status, agentID string
+	var status, agentID, schedule string
 	var taskID int64
 	list := &cobra.Command{
-		Use:   "list [--status pending] [--task ID] [--agent ID]",
+		Use:   "list [--status pending] [--task ID] [--agent ID] [--schedule AGENT_ID]",
 		Short: "List tool approvals (default: pending ones)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -24,7 +26,7 @@ func (a *App) approvalsCommand() *cobra.Command {
 			if status == "all" {
 				status = ""
 			}
-			l, err := c.Approvals(cmd.Context(), status, taskID, agentID)
+			l, err := c.Approvals(cmd.Context(), client.ApprovalFilter{Status: status, TaskID: taskID, AgentID: agentID, Schedule: schedule})
 			if err != nil {
 				return err
 			}
@@ -37,19 +39,29 @@ func (a *App) approvalsCommand() *cobra.Command {
 			}
 			rows := [][]string{}
 			for _, ap := range l.Approvals {
-				rows = append(rows, []string{strconv.FormatInt(ap.ID, 10), strconv.FormatInt(ap.TaskID, 10), strconv.FormatInt(ap.RunID, 10),
-					ap.AgentID, ap.Tool, ap.Status, fmtTime(&ap.ExpiresAt), string(ap.Arguments)})
+				rows = append(rows, []string{strconv.FormatInt(ap.ID, 10), approvalRun(ap), ap.AgentID, ap.Tool, ap.Status,
+					fmtTime(&ap.ExpiresAt), string(ap.Arguments)})
 			}
-			table(a.Stdout, []string{"ID", "TASK", "RUN", "AGENT", "TOOL", "STATUS", "EXPIRES", "ARGUMENTS"}, rows)
+			table(a.Stdout, []string{"ID", "RUN", "AGENT", "TOOL", "STATUS", "EXPIRES", "ARGUMENTS"}, rows)
 			return nil
 		},
 	}
 	list.Flags().StringVar(&status, "status", "pending", "pending, approved, rejected, expired, cancelled or all")
 	list.Flags().Int64Var(&taskID, "task", 0, "only approvals of this task")
 	list.Flags().StringVar(&agentID, "agent", "", "only approvals of this agent")
+	list.Flags().StringVar(&schedule, "schedule", "", "only approvals of the scheduled firings of this agent")
 	return group("approvals", "Tool calls durable runs wait on a person for", list,
 		a.decideCommand("approve", "Approve a pending tool call: the run executes it and goes on"),
 		a.decideCommand("reject", "Reject a pending tool call: the run is told \"rejected by <you>: <comment>\" and goes on"))
+}
+
+// approvalRun names the run an approval belongs to: "task 3 run 7" or
+// "firing <workflow id>" (a scheduled firing).
+func approvalRun(ap client.Approval) string {
+	if ap.Firing != nil {
+		return "firing " + ap.Firing.WorkflowID
+	}
+	return fmt.Sprintf("task %d run %d", ap.TaskID, ap.RunID)
 }
 
 func (a *App) decideCommand(decision, short string) *cobra.Command {
@@ -74,7 +86,7 @@ func (a *App) decideCommand(decision, short string) *cobra.Command {
 			if a.jsonOut {
 				return printJSON(a.Stdout, ap.RawJSON())
 			}
-			fmt.Fprintf(a.Stdout, "Approval %d (%s of run %d) is %s.\n", ap.ID, ap.Tool, ap.RunID, ap.Status)
+			fmt.Fprintf(a.Stdout, "Approval %d (%s of %s) is %s.\n", ap.ID, ap.Tool, approvalRun(*ap), ap.Status)
 			return nil
 		},
 	}

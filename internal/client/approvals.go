@@ -12,9 +12,12 @@ import (
 // Approval is a tool call a durable run waits on a person for.
 type Approval struct {
 	Raw
-	ID          int64           `json:"id"`
-	TaskID      int64           `json:"task_id"`
-	RunID       int64           `json:"run_id"`
+	ID     int64 `json:"id"`
+	TaskID int64 `json:"task_id"`
+	RunID  int64 `json:"run_id"`
+	// Firing names the scheduled firing the call belongs to (nil for a
+	// task run's call).
+	Firing      *ApprovalFiring `json:"firing"`
 	AgentID     string          `json:"agent_id"`
 	Tool        string          `json:"tool"`
 	Arguments   json.RawMessage `json:"arguments"`
@@ -25,23 +28,42 @@ type Approval struct {
 	ExpiresAt   time.Time       `json:"expires_at"`
 }
 
+// ApprovalFiring is the scheduled firing an approval belongs to.
+type ApprovalFiring struct {
+	ScheduleID string `json:"schedule_id"`
+	AgentID    string `json:"agent_id"`
+	WorkflowID string `json:"workflow_id"`
+}
+
+// ApprovalFilter selects approvals (zero fields match everything).
+type ApprovalFilter struct {
+	Status  string
+	TaskID  int64
+	AgentID string
+	// Schedule is a scheduled agent's id: the approvals of its firings.
+	Schedule string
+}
+
 // ApprovalList is GET /approvals.
 type ApprovalList struct {
 	Raw
 	Approvals []Approval `json:"approvals"`
 }
 
-// Approvals lists approvals; status, taskID and agentID filter when set.
-func (c *Client) Approvals(ctx context.Context, status string, taskID int64, agentID string) (*ApprovalList, error) {
+// Approvals lists the approvals f selects.
+func (c *Client) Approvals(ctx context.Context, f ApprovalFilter) (*ApprovalList, error) {
 	q := url.Values{}
-	if status != "" {
-		q.Set("status", status)
+	if f.Status != "" {
+		q.Set("status", f.Status)
 	}
-	if taskID > 0 {
-		q.Set("task_id", strconv.FormatInt(taskID, 10))
+	if f.TaskID > 0 {
+		q.Set("task_id", strconv.FormatInt(f.TaskID, 10))
 	}
-	if agentID != "" {
-		q.Set("agent_id", agentID)
+	if f.AgentID != "" {
+		q.Set("agent_id", f.AgentID)
+	}
+	if f.Schedule != "" {
+		q.Set("schedule", f.Schedule)
 	}
 	path := "/approvals"
 	if len(q) > 0 {

@@ -118,7 +118,12 @@ func (m *Manager) desire(d *agent.Definition) (desired, error) {
 	paused := !d.IsEnabled()
 	// The revision covers everything the schedule is made from, so a
 	// changed definition (or gateway setting) updates it.
-	rev, _ := json.Marshal([]any{d.Schedule.Cron, tz, m.TaskQueue, workflows.ScheduledAgentWorkflowName, m.catchup().String(), paused})
+	parts := []any{d.Schedule.Cron, tz, m.TaskQueue, workflows.ScheduledAgentWorkflowName, m.catchup().String(), paused}
+	if t := workflows.FiringExecutionTimeout(d.Approvals); t != workflows.FiringTimeout {
+		// Only then, so schedules of agents without approvals keep their revision.
+		parts = append(parts, "execution-timeout", t.String())
+	}
+	rev, _ := json.Marshal(parts)
 	sum := sha256.Sum256(rev)
 	note := fmt.Sprintf("managed by Agentry from agent %s (rev %s)", d.ID, hex.EncodeToString(sum[:6]))
 	if paused {
@@ -127,14 +132,15 @@ func (m *Manager) desire(d *agent.Definition) (desired, error) {
 	return desired{def: d, spec: spec, paused: paused, note: note}, nil
 }
 
-func (m *Manager) action(agentID string) *client.ScheduleWorkflowAction {
+func (m *Manager) action(d *agent.Definition) *client.ScheduleWorkflowAction {
+	agentID := d.ID
 	id := m.ScheduleID(agentID)
 	return &client.ScheduleWorkflowAction{
 		ID:                       id, // Temporal appends the fire time
 		Workflow:                 workflows.ScheduledAgentWorkflowName,
 		Args:                     []any{workflows.ScheduledAgentInput{Version: workflows.ScheduledAgentInputVersion, AgentID: agentID, ScheduleID: id, Trigger: workflows.TriggerCron}},
 		TaskQueue:                m.TaskQueue,
-		WorkflowExecutionTimeout: workflows.FiringTimeout,
+		WorkflowExecutionTimeout: workflows.FiringExecutionTimeout(d.Approvals),
 		StaticSummary:            "Scheduled run of agent " + agentID,
 		TypedSearchAttributes:    searchAttributes(agentID, workflows.TriggerCron),
 	}
@@ -207,7 +213,7 @@ func (m *Manager) ensure(ctx context.Context, id string, des desired) (changed, 
 		_, err = sc.Create(ctx, client.ScheduleOptions{
 			ID:            id,
 			Spec:          des.spec,
-			Action:        m.action(des.def.ID),
+			Action:        m.action(des.def),
 			Overlap:       enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
 			CatchupWindow: m.catchup(),
 			Paused:        des.paused,
@@ -234,7 +240,7 @@ func (m *Manager) ensure(ctx context.Context, id string, des desired) (changed, 
 	err = h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		spec := des.spec
 		return &client.ScheduleUpdate{Schedule: &client.Schedule{
-			Action: m.action(des.def.ID),
+			Action: m.action(des.def),
 			Spec:   &spec,
 			Policy: &client.SchedulePolicies{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: m.catchup()},
 			State:  &client.ScheduleState{Note: des.note, Paused: des.paused},
@@ -345,6 +351,7 @@ type Outcome struct {
 	At             time.Time  `json:"at"`
 	FinishedAt     *time.Time `json:"finished_at,omitempty"`
 	Status         string     `json:"status"`
+	WaitingFor     string     `json:"waiting_for,omitempty"`
 	Error          string     `json:"error"`
 	Code           string     `json:"code,omitempty"`
 	Trigger        string     `json:"trigger"`
@@ -415,7 +422,7 @@ func (m *Manager) List(ctx context.Context) ([]View, error) {
 			return nil, fmt.Errorf("%w (describe %s: %v)", ErrUnavailable, v.ScheduleID, err)
 		}
 		if r, ok := last[d.ID]; ok {
-			o := &Outcome{At: r.StartedAt.UTC(), FinishedAt: r.FinishedAt, Status: r.Status, Error: r.Error, Code: r.Code, Trigger: r.Trigger,
+			o := &Outcome{At: r.StartedAt.UTC(), FinishedAt: r.FinishedAt, Status: r.Status, WaitingFor: r.WaitingFor, Error: r.Error, Code: r.Code, Trigger: r.Trigger,
 				WorkflowID: r.WorkflowID, DeliveryID: r.DeliveryID}
 			if r.DeliveryID != "" {
 				if dl, _, err := m.Store.GetDelivery(ctx, r.DeliveryID); err == nil {
@@ -447,7 +454,7 @@ func (m *Manager) Trigger(ctx context.Context, agentID string) (string, error) {
 		ID:                       wid,
 		TaskQueue:                m.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionTimeout: workflows.FiringTimeout,
+		WorkflowExecutionTimeout: workflows.FiringExecutionTimeout(d.Approvals),
 		StaticSummary:            "Manual run of scheduled agent " + agentID,
 		TypedSearchAttributes:    searchAttributes(agentID, workflows.TriggerManual),
 	}, workflows.ScheduledAgentWorkflowName, workflows.ScheduledAgentInput{Version: workflows.ScheduledAgentInputVersion, AgentID: agentID, ScheduleID: sid, Trigger: workflows.TriggerManual})

@@ -6,7 +6,9 @@
 //
 // The approval history (TaskRun-approval.json) is recorded by
 // TestRecordApproval alone: go test ./workflows/replay -run TestRecordApproval -update;
-// the budget-wait history (TaskRun-budget-wait.json) by TestRecordBudgetWait.
+// the budget-wait history (TaskRun-budget-wait.json) by TestRecordBudgetWait;
+// the firing that waited for an approval (ScheduledAgent-firing-approval.json)
+// by TestRecordFiringApproval.
 //
 // Re-record after an intended change of a workflow (and follow the
 // versioning policy in docs/decisions.md first):
