@@ -36,18 +36,21 @@ test: vet workflowcheck
 	bash dev/provision.sh $(MAKE) --no-print-directory test-go
 
 # The suite itself, on whatever services the environment names. The fuzz
-# targets' seed corpora run here as ordinary tests; `make fuzz` hunts.
+# targets' seed corpora run here as ordinary tests, then each target fuzzes
+# for FUZZ_BRIEF (FUZZ_BRIEF= skips that step); `make fuzz` hunts longer.
+FUZZ_BRIEF ?= 2s
 test-go:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /internal/temporalserver)
 	$(GO) test -count=1 -timeout 10m $(NORACE)
 	$(GO) test -count=1 -timeout 10m -run '$(NORACE_E2E)' ./e2e/
+	$(if $(FUZZ_BRIEF),@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_BRIEF))
 
 # Fuzz targets (package:target). `make fuzz` runs each for FUZZTIME (a
 # longer hunt: make fuzz FUZZTIME=10m). Findings land in the package's
 # testdata/fuzz/<target>/ and then run as ordinary tests.
 FUZZ_TARGETS := ./api:FuzzRequestBody ./internal/jsonpath:FuzzParse ./internal/webhook:FuzzMap \
-	./internal/config:FuzzParse ./internal/agent:FuzzParse ./internal/llm:FuzzProviderStreams \
-	./internal/agentpkg:FuzzVerify
+	./internal/config:FuzzParse ./internal/config:FuzzApplyEnv ./internal/agent:FuzzParse \
+	./internal/llm:FuzzProviderStreams ./internal/agentpkg:FuzzVerify
 FUZZTIME ?= 1m
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -239,7 +239,8 @@ func (d *Definition) validate() []FieldError {
 	if d.LLM.MaxTokens < 0 {
 		bad("llm.max_tokens", "must not be negative")
 	}
-	if t := d.LLM.Temperature; t != nil && (*t < 0 || *t > 2) {
+	// Written so that NaN (which YAML's .nan gives) is outside the range too.
+	if t := d.LLM.Temperature; t != nil && !(*t >= 0 && *t <= 2) {
 		bad("llm.temperature", "%v is outside 0..2", *t)
 	}
 	if d.LLM.Provider != "" && len(d.LLM.AllowedProviders) > 0 && !slices.Contains(d.LLM.AllowedProviders, d.LLM.Provider) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -14,6 +15,9 @@ func Validate(c *Config) error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	for _, key := range nonFinite(reflect.ValueOf(c).Elem(), "") {
+		bad(key, "must be a finite number (not NaN or infinity)")
 	}
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
