@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentryhq/agentry/internal/sqlitemem"
 	"log/slog"
 	"net/url"
 	"os"
@@ -112,6 +113,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	var db *gorm.DB
 	switch driver {
 	case DriverSQLite:
+		if err := sqlitemem.Configure(); err != nil {
+			log.Warn("SQLite runs without its memory settings (slower)", "err", err)
+		}
 		db, err = openSQLite(opts, cfg)
 	case DriverPostgres:
 		db, err = openPostgres(opts, cfg)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentryhq/agentry/internal/sqlitemem"
 	"log/slog"
 	"maps"
 	"net"
@@ -88,6 +89,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create temporal data directory: %w", err)
+	}
+	if err := sqlitemem.Configure(); err != nil {
+		o.Logger.Warn("SQLite runs without its memory settings (slower)", "err", err)
 	}
 	level := &serverLogLevel{base: o.LogLevel}
 	logger := quietLogger(o.Logger.With("component", "temporal"), level)
