@@ -15,9 +15,14 @@ import (
 const retryAgent = "id: stepper\nllm: {provider: ollama, model: llama3.2}\nbuiltins: [write_file, read_file]\nmax_turns: 5\n"
 
 // retryScript answers the five turns of retryAgent; turn 3 answers with
-// HTTP 500 while broken.
-func retryScript(fake *fakellm.Server, broken bool) {
-	turn3 := fakellm.Rule{Contains: "step2.md", ToolCalls: []fakellm.ToolCall{
+// HTTP 500 while broken. Turns 3-5 take delay (a crash test kills the
+// gateway while one waits).
+func retryScript(fake *fakellm.Server, broken bool, delay ...fakellm.Duration) {
+	var slow fakellm.Duration
+	if len(delay) > 0 {
+		slow = delay[0]
+	}
+	turn3 := fakellm.Rule{Contains: "step2.md", Delay: slow, ToolCalls: []fakellm.ToolCall{
 		fakellm.NewToolCall("write_file", map[string]string{"path": "step3.md", "content": "third-part\n"})}}
 	if broken {
 		turn3 = fakellm.Rule{Contains: "step2.md", Status: 500, Message: "the model is overloaded"}
@@ -28,9 +33,9 @@ func retryScript(fake *fakellm.Server, broken bool) {
 		fakellm.Rule{Contains: "step1.md", ToolCalls: []fakellm.ToolCall{
 			fakellm.NewToolCall("write_file", map[string]string{"path": "step2.md", "content": "second-part\n"})}},
 		turn3,
-		fakellm.Rule{Contains: "step3.md", ToolCalls: []fakellm.ToolCall{
+		fakellm.Rule{Contains: "step3.md", Delay: slow, ToolCalls: []fakellm.ToolCall{
 			fakellm.NewToolCall("read_file", map[string]string{"path": "step1.md"})}},
-		fakellm.Rule{Contains: "first-part", Reply: "All three parts are written."},
+		fakellm.Rule{Contains: "first-part", Delay: slow, Reply: "All three parts are written."},
 	)
 }
 
