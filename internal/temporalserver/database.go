@@ -35,6 +35,10 @@ func sqliteConfig(path string) *config.SQL {
 			// Temporal opens one connection, but the schema setup, namespace
 			// bootstrap and a second process (`sqlite3`) may touch the file.
 			"busy_timeout": "10000",
+			// Statement journals in memory in 1 KiB chunks (the default spills
+			// them in 64 KiB buffers, which the pure-Go allocator maps and
+			// unmaps for every statement; see internal/sqlitemem).
+			"temp_store": "memory",
 		},
 	}
 }
