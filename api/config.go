@@ -15,10 +15,11 @@ import (
 	"github.com/agentryhq/agentry/internal/config"
 )
 
-// ConfigFeature serves GET and PATCH /config: the configuration file with
-// secrets redacted, and edits of it. Changes are written to the file and
-// take effect after a restart (the response says so); agent definitions
-// are the part of the workspace that reloads live.
+// ConfigFeature serves GET and PATCH /config: the running configuration
+// with secrets redacted, and edits of the file. Changes are written to the
+// file; the budget keys (LiveCostKeys) take effect at once and GET shows
+// them, the others after a restart (the response says so); agent
+// definitions are the part of the workspace that reloads live.
 type ConfigFeature struct {
 	Config *config.Loaded
 	// CostsChanged, when set, applies the budget keys (LiveCostKeys) at
@@ -65,12 +66,24 @@ func (f *ConfigFeature) get(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermAdmin); err != nil {
 		return err
 	}
-	cfg := f.Config.Config
+	cfg := f.running()
 	tree, err := cfg.RedactedTree()
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"config": tree, "path": f.path()})
+}
+
+// running is the configuration the gateway runs with: the one loaded at
+// start with the live changes applied since (GET showed the start-time
+// values before, as if a budget raised through PATCH had not taken effect).
+func (f *ConfigFeature) running() config.Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.live != nil {
+		return *f.live
+	}
+	return f.Config.Config
 }
 
 type configPatch struct {

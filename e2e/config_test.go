@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +64,33 @@ func TestConfigAPI(t *testing.T) {
 	after, _ := os.ReadFile(file)
 	if string(after) != text {
 		t.Fatal("a refused patch changed the file")
+	}
+}
+
+// A budget key changed through PATCH /config is applied at once, and
+// GET /config shows the new value (it showed the value loaded at start);
+// a key that needs a restart keeps showing the running value.
+func TestConfigShowsLiveChanges(t *testing.T) {
+	g := startChatGateway(t, "costs: {daily_budget_usd: 10}\nlog: {level: info}\n")
+	costs := func() map[string]any {
+		r := g.Do("GET", "/api/v1/config", nil)
+		if r.Status != 200 {
+			t.Fatalf("get config: %d %s", r.Status, r.Raw)
+		}
+		return r.JSON["config"].(map[string]any)
+	}
+	if got := costs()["costs"].(map[string]any)["daily_budget_usd"]; got != float64(10) {
+		t.Fatalf("daily budget at start: %v", got)
+	}
+	p := g.Do("PATCH", "/api/v1/config", map[string]any{"set": map[string]any{"costs.daily_budget_usd": 75, "log.level": "debug"}})
+	if p.Status != 200 || fmt.Sprint(p.JSON["applied"]) != "[costs.daily_budget_usd]" {
+		t.Fatalf("patch: %d %s", p.Status, p.Raw)
+	}
+	cfg := costs()
+	if got := cfg["costs"].(map[string]any)["daily_budget_usd"]; got != float64(75) {
+		t.Fatalf("GET /config after a live change shows daily_budget_usd %v, want 75", got)
+	}
+	if got := cfg["log"].(map[string]any)["level"]; got != "info" {
+		t.Fatalf("log.level %v: a change that needs a restart is not running yet", got)
 	}
 }
