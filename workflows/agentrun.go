@@ -67,6 +67,12 @@ type agentRun struct {
 	// reuse are the recorded steps of the failed attempt a retried run
 	// goes on from (retry.go); nil for other runs.
 	reuse *ReusedSteps
+
+	// localFileTools runs the built-in file tools as local activities
+	// (localTools). It comes from the run's input, so a history recorded
+	// before it existed replays with its tool activities (no GetVersion:
+	// see docs/decisions.md, "Task runs: file tools as local activities").
+	localFileTools bool
 }
 
 // errContinueAsNew stops the loop between turns so the workflow can
@@ -205,17 +211,49 @@ func (e *durableExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, 
 			return res, nil
 		}
 	}
-	ctx := workflow.WithActivityOptions(e.ctx, e.run.toolOpts)
+	in := ToolInput{Run: e.run.ref, Turn: inv.Turn, CallSeq: e.callSeq, Index: e.index, ResultSeq: e.nextSeq,
+		CallID: inv.Call.ID, Name: inv.Call.Name}
 	var res agent.ToolResult
-	err := workflow.ExecuteActivity(ctx, e.run.toolStep, ToolInput{
-		Run: e.run.ref, Turn: inv.Turn, CallSeq: e.callSeq, Index: e.index, ResultSeq: e.nextSeq,
-		CallID: inv.Call.ID, Name: inv.Call.Name}).Get(ctx, &res)
+	var err error
+	if e.runsLocally(inv.Call.Name) {
+		ctx := workflow.WithLocalActivityOptions(e.ctx, localToolOptions(e.run.toolOpts))
+		err = workflow.ExecuteLocalActivity(ctx, e.run.toolStep, in).Get(ctx, &res)
+	} else {
+		ctx := workflow.WithActivityOptions(e.ctx, e.run.toolOpts)
+		err = workflow.ExecuteActivity(ctx, e.run.toolStep, in).Get(ctx, &res)
+	}
 	if err != nil {
 		return agent.ToolResult{}, stepError(err)
 	}
 	e.index++
 	e.nextSeq++
 	return res, nil
+}
+
+// localTools are the tools whose step runs as a local activity in a run
+// that asks for it (agentRun.localFileTools): quick reads and writes in the
+// run's own work directory. The step is the same activity function either
+// way and is idempotent (the call is read from the run log, the result
+// stored under its position, the artifact record and its event
+// deduplicated), which a local activity needs: a worker that dies before
+// the workflow task completes runs it again. It saves a workflow task and
+// an activity task per call: the result is recorded as one marker event in
+// the workflow task that schedules the next LLM turn. Network tools
+// (http_get), MCP and skill tools, which may run for minutes and want
+// heartbeats, stay activities.
+var localTools = map[string]bool{"read_file": true, "write_file": true}
+
+// runsLocally tells whether the tool call runs as a local activity.
+func (e *durableExecutor) runsLocally(tool string) bool {
+	return e.run.localFileTools && localTools[tool]
+}
+
+// localToolOptions are the tool step's activity options as local activity
+// options: the same start-to-close bound and retry policy (the step gives
+// up after ToolStepAttempts itself). A local activity has no heartbeat;
+// the file tools do not need one.
+func localToolOptions(o workflow.ActivityOptions) workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{StartToCloseTimeout: o.StartToCloseTimeout, RetryPolicy: o.RetryPolicy}
 }
 
 // BeforeTurn continues the run as new once its history is long or large,

@@ -83,6 +83,11 @@ type TaskRunInput struct {
 	// Reuse is set on a retry (TriggerRetry): the recorded steps of the
 	// failed attempt this one goes on from (retry_contract.go).
 	Reuse *ReusedSteps `json:"reuse,omitempty"`
+	// LocalFileTools runs the built-in file tools (read_file, write_file)
+	// as local activities: one workflow task and one activity task fewer
+	// per call. Set on every run requested since; runs requested before
+	// (false) keep their tool activities, so their histories replay.
+	LocalFileTools bool `json:"local_file_tools,omitempty"`
 }
 
 func (in TaskRunInput) ref() RunRef {

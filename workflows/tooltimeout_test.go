@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -75,21 +76,78 @@ func TestFiringToolTimeoutFollowsPrepare(t *testing.T) {
 	}
 }
 
-// startToClose reports the start-to-close timeout the named activity was
-// last started with in env.
+// startToClose reports the start-to-close timeout the named activity (or
+// local activity) was last started with in env.
 func startToClose(env *testsuite.TestWorkflowEnvironment, activityName string) func() time.Duration {
 	var mu sync.Mutex
 	var got time.Duration
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+	seen := func(info *activity.Info) {
 		if info.ActivityType.Name == activityName {
 			mu.Lock()
 			got = info.StartToCloseTimeout
 			mu.Unlock()
 		}
-	})
+	}
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) { seen(info) })
+	// The built-in file tools may run as local activities (LocalFileTools).
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) { seen(info) })
 	return func() time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
 		return got
+	}
+}
+
+// The built-in file tools run as local activities (one workflow task and
+// one activity task fewer per call) in runs whose input asks for it, other
+// tools as activities; a run requested before (no flag) keeps activities.
+func TestFileToolsRunAsLocalActivities(t *testing.T) {
+	for _, localFileTools := range []bool{true, false} {
+		h := newHarness(t)
+		h.onLLM(0, func(n int, _ workflows.LLMTurnInput) (*llm.Response, error) {
+			if n == 1 {
+				return &llm.Response{ToolCalls: []llm.ToolCall{
+					{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{}`)},
+					{ID: "c2", Name: "http_get", Arguments: json.RawMessage(`{}`)},
+					{ID: "c3", Name: "read_file", Arguments: json.RawMessage(`{}`)}}}, nil
+			}
+			return &llm.Response{Content: "Done."}, nil
+		})
+		var mu sync.Mutex
+		var local, remote []string
+		h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+			if info.ActivityType.Name == workflows.ActivityTaskRunTool {
+				mu.Lock()
+				local = append(local, args[0].(workflows.ToolInput).Name)
+				mu.Unlock()
+			}
+		})
+		h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+			if info.ActivityType.Name == workflows.ActivityTaskRunTool {
+				var in workflows.ToolInput
+				_ = args.Get(&in)
+				mu.Lock()
+				remote = append(remote, in.Name)
+				mu.Unlock()
+			}
+		})
+		in := input()
+		in.LocalFileTools = localFileTools
+		h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+		if err := h.env.GetWorkflowError(); err != nil || len(h.tools) != 3 {
+			t.Fatalf("local file tools %v: err %v, tool calls %d", localFileTools, err, len(h.tools))
+		}
+		mu.Lock()
+		wantLocal, wantRemote := []string{"write_file", "read_file"}, []string{"http_get"}
+		if !localFileTools {
+			wantLocal, wantRemote = nil, []string{"write_file", "http_get", "read_file"}
+		}
+		if !slices.Equal(local, wantLocal) || !slices.Equal(remote, wantRemote) {
+			t.Errorf("local file tools %v: local activities %v, activities %v; want %v and %v", localFileTools, local, remote, wantLocal, wantRemote)
+		}
+		mu.Unlock()
+		if h.tools[0].ResultSeq+1 != h.tools[1].ResultSeq || h.tools[1].ResultSeq+1 != h.tools[2].ResultSeq {
+			t.Errorf("tool result positions %+v, want consecutive", h.tools)
+		}
 	}
 }

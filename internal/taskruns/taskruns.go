@@ -148,7 +148,7 @@ func (r *Service) launch(ctx context.Context, task *models.Task, def *agent.Defi
 		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: run.Trigger, Subject: who,
 		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: run.Snapshot,
 		Approvals: workflows.PolicyOf(def.Approvals), BudgetWait: r.Config.Costs.RunBudgetWait, Reuse: reuse,
-		ToolTimeout: r.Config.Runtime.ToolTimeout,
+		ToolTimeout: r.Config.Runtime.ToolTimeout, LocalFileTools: true,
 	}
 	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {
