@@ -23,6 +23,9 @@ import (
 // reserved worst case), none at $0, and recorded spend never exceeds the
 // budget; attribution and status say what happened.
 func TestCostsCrashLeavesNoCallUnpriced(t *testing.T) {
+	// Its own gateway process and Temporal server, mostly waiting: runs
+	// beside the other crash tests (see crashParallel).
+	crashParallel(t)
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}

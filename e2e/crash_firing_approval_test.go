@@ -22,6 +22,9 @@ import (
 // reaches the firing's workflow). The file is written once, the provider
 // answered each turn once, and the reply is delivered once.
 func TestFiringApprovalSurvivesGatewayCrash(t *testing.T) {
+	// Its own gateway process and Temporal server, mostly waiting: runs
+	// beside the other crash tests (see crashParallel).
+	crashParallel(t)
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}

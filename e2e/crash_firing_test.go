@@ -17,6 +17,9 @@ import (
 // second turn, the restarted gateway finishes it; the provider answered
 // each turn once and the channel got exactly one delivery, under one id.
 func TestScheduledFiringSurvivesGatewayCrash(t *testing.T) {
+	// Its own gateway process and Temporal server, mostly waiting: runs
+	// beside the other crash tests (see crashParallel).
+	crashParallel(t)
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}

@@ -24,6 +24,9 @@ import (
 // times out), the run finishes with the tool's answer, and the run's
 // events hold one run.tool for the call.
 func TestMCPCallSurvivesGatewayCrash(t *testing.T) {
+	// Its own gateway process and Temporal server, mostly waiting: runs
+	// beside the other crash tests (see crashParallel).
+	crashParallel(t)
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}

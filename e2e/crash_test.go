@@ -45,6 +45,9 @@ func wbCall(t *testing.T, base, key, method, path string, body any) gatewaytest.
 // the provider saw every turn that had finished before the crash exactly
 // once (only the turn in flight is asked again).
 func TestTaskRunSurvivesGatewayCrash(t *testing.T) {
+	// Its own gateway process and Temporal server, mostly waiting: runs
+	// beside the other crash tests (see crashParallel).
+	crashParallel(t)
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}

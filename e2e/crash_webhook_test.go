@@ -25,6 +25,9 @@ import (
 // within seconds, and the provider saw exactly two calls: the one cut off by
 // the crash and the retry's.
 func TestWebhookIdempotencyKeySurvivesGatewayCrash(t *testing.T) {
+	// Its own gateway process and Temporal server, mostly waiting: runs
+	// beside the other crash tests (see crashParallel).
+	crashParallel(t)
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}
