@@ -108,6 +108,27 @@ func (s *stopper) Run() int {
 	return code
 }
 
+// failureLogger keeps the gateway's warnings and errors and prints them
+// when the test fails, so a failure seen only in CI (a 500 whose cause the
+// API does not say) shows its cause. AGENTRY_TEST_LOG logs everything to
+// stderr instead.
+func failureLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("AGENTRY_TEST_LOG") != "" {
+		return quietLogger()
+	}
+	buf := &SafeBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out := buf.String()
+			if len(out) > 8000 {
+				out = "..." + out[len(out)-8000:]
+			}
+			t.Logf("gateway warnings and errors:\n%s", out)
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
 func quietLogger() *slog.Logger {
 	if os.Getenv("AGENTRY_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -168,7 +189,8 @@ runtime: {ssrf: {enabled: true}}
 		t.Fatal(err)
 	}
 	loaded := &config.Loaded{Config: cfg, Workspace: config.Workspace{Root: ws}, StartDir: ws}
-	g, err := gateway.Start(context.Background(), gateway.Options{Config: loaded, Logger: quietLogger(), Version: "test", Notice: io.Discard})
+	logger := failureLogger(t)
+	g, err := gateway.Start(context.Background(), gateway.Options{Config: loaded, Logger: logger, Version: "test", Notice: io.Discard})
 	if err != nil {
 		t.Fatalf("start gateway: %v", err)
 	}
