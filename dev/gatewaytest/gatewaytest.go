@@ -126,7 +126,27 @@ func failureLogger(t testing.TB) *slog.Logger {
 			t.Logf("gateway warnings and errors:\n%s", out)
 		}
 	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(warningsOnly{slog.NewTextHandler(buf, nil)})
+}
+
+// warningsOnly keeps records at WARN and above. Its Enabled stays at INFO
+// (as before): the gateway tees its logger into the log file and the /logs
+// buffer, which must still see every INFO record.
+type warningsOnly struct{ slog.Handler }
+
+func (h warningsOnly) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h warningsOnly) WithAttrs(as []slog.Attr) slog.Handler {
+	return warningsOnly{h.Handler.WithAttrs(as)}
+}
+
+func (h warningsOnly) WithGroup(name string) slog.Handler {
+	return warningsOnly{h.Handler.WithGroup(name)}
 }
 
 func quietLogger() *slog.Logger {
