@@ -94,10 +94,7 @@ func TestApprovalSurvivesGatewayCrash(t *testing.T) {
 	if r := wbCall(t, base, key, "GET", runPath, nil); r.JSON["status"] != "waiting" || r.JSON["waiting_for"] != "approval" {
 		t.Fatalf("run while parked: %s", r.Raw)
 	}
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 
 	second := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, second)

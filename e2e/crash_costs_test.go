@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,10 +92,7 @@ costs:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 	wg.Wait()
 	received := fake.CallCount()
 	t.Logf("killed the gateway with %d calls at the provider", received)

@@ -106,10 +106,7 @@ schedule:
 	if last := lastOutcome(); last["status"] != "waiting" || last["waiting_for"] != "approval" || last["workflow_id"] != wid {
 		t.Fatalf("firing while parked: %v", last)
 	}
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 
 	second := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, second)

@@ -87,10 +87,7 @@ schedule:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 
 	second := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, second)

@@ -97,10 +97,7 @@ mcp:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 	killedAt := time.Now()
 	t.Logf("killed the gateway during the MCP call (calls started %d, finished %d)", calls("start"), calls("done"))
 

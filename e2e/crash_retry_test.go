@@ -54,12 +54,6 @@ func TestRetrySurvivesGatewayCrash(t *testing.T) {
 		gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, p)
 		return p
 	}
-	kill := func(p *gatewaytest.Process) {
-		if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		p.Cmd.Wait()
-	}
 	runPath := func(taskID, runID int64) string { return fmt.Sprintf("%s/tasks/%d/runs/%d", wb, taskID, runID) }
 	waitRun := func(p *gatewaytest.Process, taskID, runID int64, timeout time.Duration) map[string]any {
 		for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
@@ -104,7 +98,7 @@ func TestRetrySurvivesGatewayCrash(t *testing.T) {
 	if r.Status != 202 || r.JSON["trigger"] != "retry" || r.JSON["reused_turns"] != float64(2) {
 		t.Fatalf("retry: %d %s", r.Status, r.Raw)
 	}
-	kill(first)
+	first.Kill(t)
 	retryID := int64(r.JSON["id"].(float64))
 	t.Logf("killed the gateway right after the retry was accepted (%d provider calls)", fake.CallCount())
 
@@ -127,7 +121,7 @@ func TestRetrySurvivesGatewayCrash(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	kill(second)
+	second.Kill(t)
 	t.Logf("killed the gateway while turn 4 of the retry waited (%d provider calls)", fake.CallCount())
 
 	third := start()

@@ -111,10 +111,7 @@ func TestTaskRunSurvivesGatewayCrash(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 	t.Logf("killed the gateway during turn 3 (%d provider calls so far)", fake.CallCount())
 
 	second := gatewaytest.StartProcess(t, bin, env)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,10 +84,7 @@ func TestWebhookIdempotencyKeySurvivesGatewayCrash(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 	if err := <-cut; err == nil {
 		t.Fatal("the request in flight got an answer from a killed gateway")
 	}

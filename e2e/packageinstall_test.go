@@ -66,10 +66,7 @@ func TestPackageInstallJobSurvivesGatewayCrash(t *testing.T) {
 	defer client.Process.Kill()
 
 	waitFor(t, 60*time.Second, "the build to start", func() bool { return countLines(marks) >= 1 })
-	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.Cmd.Wait()
+	first.Kill(t)
 	t.Log("killed the gateway in the middle of the build")
 
 	second := gatewaytest.StartProcess(t, filepath.Join(bin, "agentryd"), env)

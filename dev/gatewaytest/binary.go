@@ -189,5 +189,15 @@ func FreePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// Kill ends the process with SIGKILL (a crash: no shutdown code runs) and
+// waits until it is gone.
+func (p *Process) Kill(t testing.TB) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.Cmd.Wait()
+}
+
 // Contains reports whether the output has s (helper for readable asserts).
 func (p *Process) Contains(s string) bool { return strings.Contains(p.Output.String(), s) }
