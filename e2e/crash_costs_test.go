@@ -16,8 +16,8 @@ import (
 	"github.com/agentryhq/agentry/dev/gatewaytest"
 )
 
-// Nothing unpriced after a crash: SIGKILL the gateway while 100 chats are
-// in flight under a hard budget, restart it, wait past the reservation TTL.
+// Nothing unpriced after a crash: the concurrency proof's load (300
+// concurrent chats, a $1.00 hard budget) with a SIGKILL in its middle, restart it, wait past the reservation TTL.
 // Every call the provider received is priced (the unsettled ones at their
 // reserved worst case), none at $0, and recorded spend never exceeds the
 // budget; attribution and status say what happened.
@@ -41,7 +41,7 @@ func TestCostsCrashLeavesNoCallUnpriced(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "agents"), 0o755)
 	os.WriteFile(filepath.Join(ws, "agents", "exact.yaml"), []byte(exactAgent), 0o644)
 	cfgPath := filepath.Join(ws, "config.yaml")
-	// $0.40 fits 40 calls of $0.01: of 100 concurrent chats, 40 are admitted.
+	// $1.00 fits 100 calls of $0.01: of 300 concurrent chats, 100 are admitted.
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
 llm:
   default_provider: openai
@@ -49,7 +49,7 @@ llm:
     openai: {type: openai, base_url: %q, default_model: exact}
 costs:
   enforcement_mode: hard
-  daily_budget_usd: 0.40
+  daily_budget_usd: 1.00
   reservation_ttl: 4s
   pricing:
     openai/exact: {input_per_mtok: 0, output_per_mtok: 100, source: test, version: t1, effective_date: "2024-01-01"}
@@ -68,9 +68,9 @@ costs:
 	first := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, first)
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}, Timeout: 30 * time.Second}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 384}, Timeout: 30 * time.Second}
 	var wg sync.WaitGroup
-	for i := range 100 {
+	for i := range 300 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -86,7 +86,7 @@ costs:
 	}
 	// Kill while the admitted calls wait for their answers.
 	deadline := time.Now().Add(60 * time.Second)
-	for fake.CallCount() < 15 {
+	for fake.CallCount() < 40 {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d provider calls\n%s", fake.CallCount(), first.Output)
 		}
@@ -168,8 +168,14 @@ costs:
 	if total < int64(received)*10_000 {
 		t.Fatalf("ledger cost %d micros < %d calls received x $0.01", total, received)
 	}
-	if st.Periods.Day.SpendMicros+st.Periods.Day.ReservedMicros > 400_000 {
-		t.Fatalf("spend %d + reserved %d exceeds the $0.40 budget", st.Periods.Day.SpendMicros, st.Periods.Day.ReservedMicros)
+	if int64(len(calls.Calls)) >= 1000 {
+		t.Fatalf("more ledger rows than one page: the checks below would miss some")
+	}
+	if priced < int64(received) {
+		t.Fatalf("the provider received %d calls, the ledger holds %d: a call without a row", received, priced)
+	}
+	if st.Periods.Day.SpendMicros+st.Periods.Day.ReservedMicros > 1_000_000 {
+		t.Fatalf("spend %d + reserved %d exceeds the $1.00 budget", st.Periods.Day.SpendMicros, st.Periods.Day.ReservedMicros)
 	}
 	if unsettled == 0 || st.Attribution.Unsettled != int64(unsettled) || st.Attribution.Percent >= 100 || st.Status != "degraded" {
 		t.Fatalf("status does not say what happened: %+v (unsettled rows %d)", st, unsettled)
