@@ -13,8 +13,8 @@
 // it:
 //   - SQLITE_CONFIG_PAGECACHE: one slab for page-sized buffers, allocated
 //     once and never returned (SQLite falls back to malloc when it is full);
-//   - one block of each small size class held for the life of the process,
-//     so each class keeps its page mapped and reuses it.
+//   - a few pages of each small size class held mapped for the life of the
+//     process (holdPages), so each class reuses its free blocks.
 //
 // The memory is virtual until touched; the slab's resident part follows
 // the pages in use, as SQLite reuses freed slots first.
@@ -40,6 +40,12 @@ const (
 
 	// Size classes of modernc.org/memory's shared pages: 16 B to 16 KiB.
 	minClassLog, maxClassLog = 4, 14
+	// allocPage is modernc.org/memory's page: blocks of one class share it
+	// and it is unmapped when its last block is freed.
+	allocPage = 1 << 16
+	// Each class keeps at least minPages pages and room for classBlocks
+	// free blocks mapped (about 5 MiB virtual in all).
+	minPages, classBlocks = 4, 64
 )
 
 var (
@@ -84,7 +90,38 @@ func configure() error {
 		return fmt.Errorf("sqlite memory: page cache slab: %s (was a database opened before?)", errstr(tls, rc))
 	}
 	for log := minClassLog; log <= maxClassLog; log++ {
-		libc.Xmalloc(tls, libc.Tsize_t(1)<<log) // held for the life of the process
+		if err := holdPages(tls, 1<<log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holdPages keeps pages of the size class of size mapped for the life of
+// the process: it fills them, then frees every block but the first of each
+// page. The freed blocks go on the class's free list, so bursts of up to
+// about classBlocks buffers at once (a batch of statements each holding a
+// record buffer, say) are served without mapping a page; holding a single
+// block kept only one page, and the large classes (three 16 KiB blocks per
+// 64 KiB page) still mapped and unmapped a page per statement.
+func holdPages(tls *libc.TLS, size int) error {
+	perPage := (allocPage - 64) / size // blocks per page, minus the page header (under 64 bytes)
+	pages := max(minPages, (classBlocks+perPage-2)/max(perPage-1, 1))
+	seen := map[uintptr]bool{}
+	var free []uintptr
+	for len(seen) < pages {
+		b := libc.Xmalloc(tls, libc.Tsize_t(size))
+		if b == 0 {
+			return fmt.Errorf("sqlite memory: out of memory")
+		}
+		if pg := b &^ (allocPage - 1); !seen[pg] {
+			seen[pg] = true // held: keeps its page mapped
+			continue
+		}
+		free = append(free, b)
+	}
+	for _, b := range free {
+		libc.Xfree(tls, b)
 	}
 	return nil
 }
