@@ -27,44 +27,25 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-(cd "$BENCH/fake" && go build -o "$T/fake" . && cd "$BENCH/loadgen" && go build -o "$T/loadgen" .) || { echo "no fake upstream and load generator in $BENCH (set BENCH_DIR)"; exit 2; }
+. "$ROOT/dev/load/lib.sh"
+build_bench
 psql "$DSN" -qc "CREATE DATABASE $DB" >/dev/null
 GDSN=$(echo "$DSN" | sed -E "s/dbname=[^ ]+/dbname=$DB/")
 FP=$(port)
 "$T/fake" -addr 127.0.0.1:$FP > /dev/null 2>&1 & PIDS+=($!)
-L="$T/loadgen"; A="Bearer bench-key-0123456789"
-DI='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello, how are you today?"}]}'
-AG='{"agent_id":"bench","text":"Hello, how are you today?","user_id":"lg-{n}"}'
+L="$T/loadgen"
 
 # gateway NAME MODE: starts a gateway with its own workspace (and embedded Temporal) on the shared
-# database; prints its port.
+# database; prints its process id and port.
 gateway() {
   local name=$1 mode=$2 W="$T/$1" GP TP
   GP=$(port); TP=$(port)
-  mkdir -p "$W/agents"
-  cat > "$W/config.yaml" <<YAML
-server: {host: 127.0.0.1, port: $GP, api_key: bench-key-0123456789}
-temporal: {embedded: {frontend_port: $TP, ui_enabled: false}}
-storage: {backend: postgres, dsn: "$GDSN"}
-llm:
-  default_provider: fake
-  providers:
-    fake: {type: openai, base_url: "http://127.0.0.1:$FP/v1", api_key: unused}
-costs:
-  enforcement_mode: $mode
-  daily_budget_usd: 1000000
-  pricing:
-    fake/gpt-4o-mini: {input_per_mtok: 0.15, output_per_mtok: 0.6, source: bench, effective_date: "2026-01-01", version: "1"}
-log: {level: warn}
-YAML
-  printf 'id: bench\ndescription: bench agent\nllm: {provider: fake, model: gpt-4o-mini}\nsystem_prompt: You are terse.\n' > "$W/agents/bench.yaml"
+  bench_workspace "$W" "$GP" "$TP" "$FP" "$mode" "storage: {backend: postgres, dsn: \"$GDSN\"}"
   HOME=$T AGENTRY_WORKSPACE=$W AGENTRY_CONFIG_PATH=$W/config.yaml "$AGD" > "$W/gw.log" 2>&1 &
   echo "$! $GP"
 }
 up() { for _ in $(seq 1 240); do curl -sf -o /dev/null "http://127.0.0.1:$1/health" && return; sleep 0.5; done; echo "gateway on $1 did not start" >&2; exit 1; }
-chat() { $L -url "http://127.0.0.1:$1/api/v1/chat" -c "$2" -d "$3" -body "$AG" -auth "$A"; }
-field() { python3 -c 'import re,sys; print(re.search(r"\b%s=(\S+)" % sys.argv[2], sys.argv[1]).group(1))' "$1" "$2"; }
+chat() { $L -url "http://127.0.0.1:$1/api/v1/chat" -c "$2" -d "$3" -body "$CHAT_BODY" -auth "$BENCH_AUTH"; }
 
 # Governance off, then hard, one gateway at a time (the same database).
 read -r OFF OFFP <<<"$(gateway off off)"; PIDS+=($OFF); up "$OFFP"
@@ -74,9 +55,9 @@ kill "$OFF"; while kill -0 "$OFF" 2>/dev/null; do sleep 0.2; done
 read -r GA GAP <<<"$(gateway a hard)"; PIDS+=($GA); up "$GAP"
 read -r GB GBP <<<"$(gateway b hard)"; PIDS+=($GB); up "$GBP"
 chat "$GAP" 8 2s > /dev/null; chat "$GBP" 8 2s > /dev/null
-d1=$($L -url http://127.0.0.1:$FP/v1/chat/completions -c 1 -d 5s -body "$DI")
+d1=$($L -url http://127.0.0.1:$FP/v1/chat/completions -c 1 -d 5s -body "$DIRECT_BODY")
 g1=$(chat "$GAP" 1 5s)
-d64=$($L -url http://127.0.0.1:$FP/v1/chat/completions -c 64 -d 10s -body "$DI")
+d64=$($L -url http://127.0.0.1:$FP/v1/chat/completions -c 64 -d 10s -body "$DIRECT_BODY")
 g64=$(chat "$GAP" 64 10s)
 chat "$GAP" 32 10s > "$T/two-a" & ca=$!
 chat "$GBP" 32 10s > "$T/two-b" & cb=$!

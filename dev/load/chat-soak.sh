@@ -13,37 +13,20 @@ MINUTES=${2:-10}
 [ -x "$AGD" ] || { echo "no gateway binary at $AGD (make build)"; exit 2; }
 T=$(mktemp -d); PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$T"' EXIT
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-(cd "$BENCH/fake" && go build -o "$T/fake" . && cd "$BENCH/loadgen" && go build -o "$T/loadgen" .) || { echo "no fake upstream and load generator in $BENCH (set BENCH_DIR)"; exit 2; }
+. "$ROOT/dev/load/lib.sh"
+build_bench
 FP=$(port); GP=$(port); TP=$(port)
 "$T/fake" -addr 127.0.0.1:$FP > /dev/null 2>&1 & PIDS+=($!)
-mkdir -p "$T/ws/agents"
-cat > "$T/ws/config.yaml" <<YAML
-server: {host: 127.0.0.1, port: $GP, api_key: bench-key-0123456789}
-temporal: {embedded: {frontend_port: $TP, ui_enabled: false}}
-llm:
-  default_provider: fake
-  providers:
-    fake: {type: openai, base_url: "http://127.0.0.1:$FP/v1", api_key: unused}
-costs:
-  enforcement_mode: hard
-  daily_budget_usd: 1000000
-  pricing:
-    fake/gpt-4o-mini: {input_per_mtok: 0.15, output_per_mtok: 0.6, source: bench, effective_date: "2026-01-01", version: "1"}
-log: {level: warn}
-YAML
-printf 'id: bench\ndescription: bench agent\nllm: {provider: fake, model: gpt-4o-mini}\nsystem_prompt: You are terse.\n' > "$T/ws/agents/bench.yaml"
+bench_workspace "$T/ws" "$GP" "$TP" "$FP"
 HOME=$T AGENTRY_WORKSPACE=$T/ws AGENTRY_CONFIG_PATH=$T/ws/config.yaml "$AGD" > "$T/gw.log" 2>&1 & GW=$!; PIDS+=($GW)
 for _ in $(seq 1 240); do curl -sf -o /dev/null "http://127.0.0.1:$GP/health" && break; sleep 0.5; done
-AG='{"agent_id":"bench","text":"Hello, how are you today?","user_id":"lg-{n}"}'
 rss() { awk '/VmRSS/ {printf "%d", $2/1024}' /proc/$GW/status; }
-field() { python3 -c 'import re,sys; print(re.search(r"\b%s=(\S+)" % sys.argv[2], sys.argv[1]).group(1))' "$1" "$2"; }
 echo "gateway RSS at rest: $(rss) MiB"
 echo "| minute | req/s | errors + non-200 | p50 | p99 | RSS MiB | db MiB |"
 echo "|---|---|---|---|---|---|---|"
 first=""; last=""
 for m in $(seq 1 "$MINUTES"); do
-  out=$("$T/loadgen" -url "http://127.0.0.1:$GP/api/v1/chat" -c 64 -d 60s -body "$AG" -auth "Bearer bench-key-0123456789")
+  out=$("$T/loadgen" -url "http://127.0.0.1:$GP/api/v1/chat" -c 64 -d 60s -body "$CHAT_BODY" -auth "$BENCH_AUTH")
   r=$(rss); first=${first:-$r}; last=$r
   echo "| $m | $(field "$out" rps) | $(( $(field "$out" errors) + $(field "$out" non200) )) | $(field "$out" p50) | $(field "$out" p99) | $r | $(du -sm "$T/ws/data" | cut -f1) |"
 done
