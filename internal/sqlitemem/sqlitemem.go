@@ -66,6 +66,10 @@ func configure() error {
 	tls := libc.NewTLS()
 	defer tls.Close()
 
+	if rc := configureBlocks(tls); rc != sqlite3.SQLITE_OK {
+		return fmt.Errorf("sqlite memory: allocator: %s (was a database opened before?)", errstr(tls, rc))
+	}
+
 	hdr := libc.Xmalloc(tls, 8)
 	if hdr == 0 {
 		return fmt.Errorf("sqlite memory: out of memory")
