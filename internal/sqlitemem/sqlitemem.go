@@ -9,8 +9,11 @@
 // page for each RETURNING or IN (...) list (ephemeral tables), statement
 // journal chunks inside a transaction. So a steady write load turned into
 // an mmap and a munmap per statement: a quarter of the gateway's CPU on the
-// chat path, and the largest single cost of a task run. Two settings end
+// chat path, and the largest single cost of a task run. Three settings end
 // it:
+//   - SQLITE_CONFIG_MALLOC: SQLite's allocations go through blocks.go,
+//     which keeps a bounded number of freed blocks of each power-of-two
+//     size for reuse, the large ones (over 16 KiB) included;
 //   - SQLITE_CONFIG_PAGECACHE: one slab for page-sized buffers, allocated
 //     once and never returned (SQLite falls back to malloc when it is full);
 //   - a few pages of each small size class held mapped for the life of the
