@@ -3,9 +3,10 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/agentryhq/agentry/internal/llm"
+
+	"github.com/agentryhq/agentry/internal/textcut"
 )
 
 // Executor performs the two kinds of step of the agent loop. Chat passes an
@@ -227,11 +228,7 @@ func Summary(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… [%d bytes]", s[:cut], len(s))
+	return fmt.Sprintf("%s… [%d bytes]", textcut.Prefix(s, max), len(s))
 }
 
 // decodeArgs reads a tool call's JSON arguments.

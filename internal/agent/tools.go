@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,6 +23,8 @@ import (
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/telemetry"
+
+	"github.com/agentryhq/agentry/internal/textcut"
 )
 
 // Limits of the builtin tools.
@@ -226,11 +227,8 @@ func CapOutput(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s\n[truncated: the tool returned %d bytes; only the first %d are shown (runtime.tool_output_cap)]", s[:cut], len(s), cut)
+	shown := textcut.Prefix(s, limit)
+	return fmt.Sprintf("%s\n[truncated: the tool returned %d bytes; only the first %d are shown (runtime.tool_output_cap)]", shown, len(s), len(shown))
 }
 
 // ConfinedPath resolves rel inside root, refusing absolute paths, ".."

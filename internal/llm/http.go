@@ -13,12 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentryhq/agentry/internal/scrub"
+
+	"github.com/agentryhq/agentry/internal/textcut"
 )
 
 // maxErrorBody bounds how much of an error body is read and quoted.
@@ -161,11 +162,7 @@ func parseErrorBody(raw []byte) (typ, msg string) {
 	}
 	text := strings.TrimSpace(string(raw))
 	if len(text) > 512 {
-		cut := 512
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut-- // never inside a character
-		}
-		text = text[:cut] + "..."
+		text = textcut.Prefix(text, 512) + "..."
 	}
 	return "", text
 }

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/models"
+
+	"github.com/agentryhq/agentry/internal/scrub"
+	"github.com/agentryhq/agentry/internal/textcut"
 )
 
 // An importer reads one provider's usage and cost export of one UTC day.
@@ -60,25 +63,25 @@ type getter struct {
 func (g *getter) get(ctx context.Context, u string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return &ExportError{Provider: g.provider, Message: "bad base_url: " + scrub(err.Error(), g.key)}
+		return &ExportError{Provider: g.provider, Message: "bad base_url: " + scrubExport(err.Error(), g.key)}
 	}
 	for k, v := range g.headers {
 		req.Header.Set(k, v)
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return &ExportError{Provider: g.provider, Message: "unreachable: " + scrub(err.Error(), g.key)}
+		return &ExportError{Provider: g.provider, Message: "unreachable: " + scrubExport(err.Error(), g.key)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return &ExportError{Provider: g.provider, Message: "reading the answer: " + scrub(err.Error(), g.key)}
+		return &ExportError{Provider: g.provider, Message: "reading the answer: " + scrubExport(err.Error(), g.key)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &ExportError{Provider: g.provider, Status: resp.StatusCode, Message: scrub(errorText(body), g.key)}
+		return &ExportError{Provider: g.provider, Status: resp.StatusCode, Message: scrubExport(errorText(body), g.key)}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return &ExportError{Provider: g.provider, Message: "malformed answer (not the documented JSON): " + scrub(err.Error(), g.key)}
+		return &ExportError{Provider: g.provider, Message: "malformed answer (not the documented JSON): " + scrubExport(err.Error(), g.key)}
 	}
 	return nil
 }
@@ -96,7 +99,7 @@ func errorText(body []byte) string {
 	}
 	s := strings.TrimSpace(string(body))
 	if len(s) > 200 {
-		s = s[:200] + "..."
+		s = textcut.Prefix(s, 200) + "..."
 	}
 	if s == "" {
 		s = "(empty body)"
@@ -104,27 +107,18 @@ func errorText(body []byte) string {
 	return s
 }
 
-// scrub removes the admin key (and anything shaped like a bearer token or
-// an sk- key) from a text that came from outside, before it is stored,
-// logged or put in Temporal history.
-func scrub(s, key string) string {
+// scrubExport removes the admin key (read from its variable at call time, so no
+// registered source knows it) and everything the gateway-wide scrubber
+// removes (registered secrets, credential-shaped strings) from a text that
+// came from outside, before it is stored, logged or put in Temporal history;
+// and bounds its length on a rune boundary.
+func scrubExport(s, key string) string {
 	if key != "" {
-		s = strings.ReplaceAll(s, key, "[redacted]")
+		s = strings.ReplaceAll(s, key, scrub.Redacted)
 	}
-	fields := strings.Fields(s)
-	changed := false
-	for i, f := range fields {
-		t := strings.Trim(f, `"',;:()[]{}`)
-		if len(t) >= 16 && (strings.HasPrefix(t, "sk-") || strings.HasPrefix(t, "sk_")) {
-			fields[i] = strings.Replace(f, t, "[redacted]", 1)
-			changed = true
-		}
-	}
-	if changed {
-		s = strings.Join(fields, " ")
-	}
+	s = scrub.String(s)
 	if len(s) > 500 {
-		s = s[:500] + "..."
+		s = textcut.Prefix(s, 500) + "..."
 	}
 	return s
 }
