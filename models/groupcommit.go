@@ -41,6 +41,11 @@ type GroupCommit struct {
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
 
+	// counters are the budget counters held by the writer (counterBook):
+	// jobs read and change them in memory, and each batch writes what it
+	// changed once, before its commit.
+	counters *counterBook
+
 	// stats (read by benchmarks and tests through Stats).
 	mu              sync.Mutex
 	batches, writes int64
@@ -50,6 +55,9 @@ type commitJob struct {
 	ctx  context.Context
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan error
+	// then, when set, receives the outcome instead of a waiting caller
+	// (Enqueue); it runs on the writer's goroutine.
+	then func(error)
 }
 
 // Group commit limits.
@@ -80,6 +88,7 @@ func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
 	}
 	g := &GroupCommit{db: db, jobs: make(chan *commitJob, queue), maxBatch: maxBatch, stmts: map[string]*sql.Stmt{},
 		closed: make(chan struct{}), stopped: make(chan struct{})}
+	g.counters = newCounterBook(g)
 	go g.run()
 	return g
 }
@@ -102,6 +111,48 @@ func (g *GroupCommit) Do(ctx context.Context, fn func(ctx context.Context, tx *s
 // fails at once with ErrOverloaded instead of waiting.
 func (g *GroupCommit) Admit(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return g.do(ctx, fn, true)
+}
+
+// Enqueue queues fn like Do but does not wait for its commit: then
+// receives fn's or the commit's error on the writer's goroutine (it must not
+// block, nor write through the writer). It reports false, without queueing,
+// when the writer has stopped. A later Do of the same goroutine returns only
+// after fn's batch committed too (one queue, batches committed in order),
+// which is what lets a request queue its settlement and wait only for its
+// exchange (see CommitLater).
+func (g *GroupCommit) Enqueue(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, then func(error)) bool {
+	select {
+	case <-g.closed:
+		return false
+	default:
+	}
+	j := jobPool.Get().(*commitJob)
+	j.ctx, j.fn, j.then = context.WithoutCancel(ctx), fn, then
+	select {
+	case g.jobs <- j:
+		return true
+	case <-g.closed:
+		j.ctx, j.fn, j.then = nil, nil, nil
+		jobPool.Put(j)
+		return false
+	}
+}
+
+type commitLaterKey struct{}
+
+// CommitLater marks ctx as a request that commits a later write through
+// the group commit (Store.SaveExchange) before it answers: writes it makes
+// meanwhile that nobody reads back (the settlement of its LLM calls) are
+// queued without waiting for their own commit, as that later commit covers
+// them. The chat path saves one commit wait per call this way.
+func CommitLater(ctx context.Context) context.Context {
+	return context.WithValue(ctx, commitLaterKey{}, true)
+}
+
+// commitsLater reports whether ctx was marked by CommitLater.
+func commitsLater(ctx context.Context) bool {
+	v, _ := ctx.Value(commitLaterKey{}).(bool)
+	return v
 }
 
 func (g *GroupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, shed bool) error {
@@ -223,8 +274,14 @@ func (g *GroupCommit) run() {
 		}
 		g.commit(batch, errs[:len(batch)])
 		for i, j := range batch {
-			j.done <- errs[i]
 			batch[i] = nil
+			if j.then != nil {
+				j.then(errs[i])
+				j.ctx, j.fn, j.then = nil, nil, nil
+				jobPool.Put(j)
+				continue
+			}
+			j.done <- errs[i]
 		}
 	}
 }
@@ -277,6 +334,9 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error) (failed int, e
 	if err != nil {
 		return -1, fmt.Errorf("begin: %w", err)
 	}
+	g.counters.begin()
+	committed := false
+	defer func() { g.counters.end(committed) }()
 	for i, j := range batch {
 		if errs[i] != nil {
 			continue // failed in an earlier round
@@ -290,8 +350,13 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error) (failed int, e
 			return i, nil
 		}
 	}
+	if err := g.counters.flush(ctx, tx); err != nil {
+		tx.Rollback()
+		return -1, fmt.Errorf("write budget counters: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return -1, fmt.Errorf("commit: %w", err)
 	}
+	committed = true
 	return -1, nil
 }

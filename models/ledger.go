@@ -325,9 +325,6 @@ func NewCostLedger(ctx context.Context, s *Store) (*CostLedger, error) {
 	}
 	for n := 1; n <= 4; n++ {
 		queries = append(queries, reserveManySQL(n), settleManySQL(n))
-		if s.Group != nil {
-			queries = append(queries, readCountersSQL(n), reserveManyExecSQL(n))
-		}
 	}
 	if s.Group != nil {
 		queries = append(queries, rejectPendingSQL)
@@ -562,6 +559,9 @@ func reserveManySQL(n int) string {
 // amount) of every key, returning the counters after the change, in key
 // order.
 func (l *CostLedger) addToCounters(ctx context.Context, tx *sql.Tx, keys []string, reserved, spent int64, at time.Time) ([]CounterValue, error) {
+	if l.Group != nil {
+		return l.Group.counters.add(ctx, tx, keys, reserved, spent, at) // held by the writer
+	}
 	var out []CounterValue
 	if l.Driver == DriverPostgres {
 		q := settleOneSQL
@@ -751,38 +751,24 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 	return res, err
 }
 
-// readCountersSQL reads counters before an admission decides (SQLite's
-// group commit: the single writer's transaction makes read-decide-write
-// atomic).
-func readCountersSQL(n int) string {
-	return `SELECT counter_key, spent_micros, reserved_micros FROM cost_budget_counters WHERE counter_key IN (` +
-		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `) ORDER BY counter_key`
-}
-
 const rejectPendingSQL = `UPDATE cost_ledger SET outcome = 'rejected', rejection_code = ?, reserved_micros = 0, finished_at = ?,
 executions = executions - 1, attempts = attempts - 1, max_output_tokens = ?, clamped = ? WHERE call_id = ?`
 
 // admitGrouped is the admission on SQLite, as one job of the group commit:
-// read the counters, let Fit decide, then write the pending row, the
-// reservation and the counters, or the rejected row. It decides before it
-// writes, so a rejection is a committed row and not a rolled-back job (the
-// group commit runs its batch without savepoints; see GroupCommit).
+// read the counters (held by the writer: counterBook), let Fit decide, then
+// write the pending row, the reservation and the counters, or the rejected
+// row. It decides before it writes, so a rejection is a committed row and
+// not a rolled-back job (the group commit runs its batch without
+// savepoints; see GroupCommit).
 func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []string) (AdmitResult, error) {
 	e := p.Entry
 	at := e.StartedAt.UTC()
 	var res AdmitResult
 	err := l.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = AdmitResult{}
-		args := make([]any, len(keys))
-		for i, k := range keys {
-			args[i] = k
-		}
-		before, err := l.counters(ctx, tx, readCountersSQL(len(keys)), args...)
+		before, err := l.Group.counters.values(ctx, tx, keys)
 		if err != nil {
 			return err
-		}
-		if len(before) != len(keys) {
-			return fmt.Errorf("reserve: %d of %d counters exist: %w", len(before), len(keys), ErrCountersMissing)
 		}
 		res.Counters = before
 		amount, ok := p.WorstMicros, true
@@ -804,8 +790,7 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 		if _, err := l.exec(ctx, tx, insertReservationSQL, p.AdmissionID, e.CallID, amount, strings.Join(keys, ","), e.Provider, p.ExpiresAt.UTC(), at); err != nil {
 			return fmt.Errorf("insert reservation: %w", err)
 		}
-		args = append([]any{amount, at}, args...)
-		if _, err := l.exec(ctx, tx, reserveManyExecSQL(len(keys)), args...); err != nil {
+		if _, err := l.Group.counters.add(ctx, tx, keys, amount, 0, at); err != nil {
 			return err
 		}
 		res.Admitted, res.ReservedMicros = true, amount
@@ -820,11 +805,6 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 		e.FinishedAt = &finished
 	}
 	return res, nil
-}
-
-func reserveManyExecSQL(n int) string {
-	return `UPDATE cost_budget_counters SET reserved_micros = reserved_micros + ?, updated_at = ? WHERE counter_key IN (` +
-		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
 }
 
 // admitPostgresSQL is the common admission on PostgreSQL in one statement
@@ -1037,43 +1017,68 @@ func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResul
 	}
 	err = l.inTx(ctx, func(tx *sql.Tx) error {
 		res = SettleResult{}
-		q, err := l.stmt(ctx, tx, settleReturningSQL)
-		if err != nil {
-			return err
-		}
-		// replaced is the estimate of an unsettled admission this
-		// settlement replaces: it leaves the counters as the cost enters.
-		var replaced int64
-		switch err := q.QueryRowContext(ctx, settleArgs(st, finished)...).Scan(&replaced); {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil // settled before: nothing to do twice
-		case err != nil:
-			return fmt.Errorf("complete ledger row %s: %w", st.CallID, err)
-		}
-		res.Applied = true
-		if st.ReservationID != "" {
-			q, err := l.stmt(ctx, tx, releaseSQL)
-			if err != nil {
-				return err
-			}
-			switch err := q.QueryRowContext(ctx, st.ReservationID).Scan(&res.ReleasedMicros); {
-			case err == nil:
-				res.Released = true
-			case !errors.Is(err, sql.ErrNoRows):
-				return fmt.Errorf("release reservation: %w", err)
-			}
-		}
-		if len(keys) == 0 || (st.CostMicros == replaced && res.ReleasedMicros == 0) {
-			return nil
-		}
-		cs, err := l.addToCounters(ctx, tx, keys, -res.ReleasedMicros, st.CostMicros-replaced, finished)
-		if err != nil {
-			return err
-		}
-		res.Counters = cs
-		return nil
+		return l.settleSQLite(ctx, tx, st, keys, finished, &res)
 	})
 	return res, err
+}
+
+// SettleCallLater settles like SettleCall without waiting for the commit,
+// for a request marked with CommitLater on SQLite's group commit (its later
+// commit covers this one): done receives the result once the batch
+// committed, on the writer's goroutine (it must not block nor write). It
+// reports false, having done nothing, when that does not apply (ctx not
+// marked, no group commit, writer stopped): call SettleCall then.
+func (l *CostLedger) SettleCallLater(ctx context.Context, st Settlement, done func(SettleResult, error)) bool {
+	if l.Group == nil || !commitsLater(ctx) {
+		return false
+	}
+	keys := slices.Clone(st.Keys)
+	slices.Sort(keys)
+	finished := st.FinishedAt.UTC()
+	var res SettleResult
+	return l.Group.Enqueue(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res = SettleResult{}
+		return l.settleSQLite(ctx, tx, st, keys, finished, &res)
+	}, func(err error) { done(res, err) })
+}
+
+// settleSQLite is a settlement in SQLite's transaction.
+func (l *CostLedger) settleSQLite(ctx context.Context, tx *sql.Tx, st Settlement, keys []string, finished time.Time, res *SettleResult) error {
+	q, err := l.stmt(ctx, tx, settleReturningSQL)
+	if err != nil {
+		return err
+	}
+	// replaced is the estimate of an unsettled admission this
+	// settlement replaces: it leaves the counters as the cost enters.
+	var replaced int64
+	switch err := q.QueryRowContext(ctx, settleArgs(st, finished)...).Scan(&replaced); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // settled before: nothing to do twice
+	case err != nil:
+		return fmt.Errorf("complete ledger row %s: %w", st.CallID, err)
+	}
+	res.Applied = true
+	if st.ReservationID != "" {
+		q, err := l.stmt(ctx, tx, releaseSQL)
+		if err != nil {
+			return err
+		}
+		switch err := q.QueryRowContext(ctx, st.ReservationID).Scan(&res.ReleasedMicros); {
+		case err == nil:
+			res.Released = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("release reservation: %w", err)
+		}
+	}
+	if len(keys) == 0 || (st.CostMicros == replaced && res.ReleasedMicros == 0) {
+		return nil
+	}
+	cs, err := l.addToCounters(ctx, tx, keys, -res.ReleasedMicros, st.CostMicros-replaced, finished)
+	if err != nil {
+		return err
+	}
+	res.Counters = cs
+	return nil
 }
 
 // settleReturningSQL completes the row and returns the estimate it replaced.

@@ -171,7 +171,10 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		runID, responseID = NewRunIDs()
 	}
 	started := time.Now().UTC()
-	ex := &inProcess{ctx: ctx, svc: s, def: def, set: set, onDelta: onDelta,
+	// The exchange is saved below through the same writer before the reply
+	// is sent, so the LLM calls' settlements need not wait for their own
+	// commit (models.CommitLater).
+	ex := &inProcess{ctx: models.CommitLater(ctx), svc: s, def: def, set: set, onDelta: onDelta,
 		workDir: filepath.Join(s.Config.Workspace.SessionsDir(), sessionID),
 		meta: llm.CallMeta{Subject: subject, Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
 			Source: req.Source, Trigger: "api", DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}

@@ -780,22 +780,39 @@ func (a *admission) settle(ctx context.Context, resp *llm.Response, callErr erro
 		st.FinishReason, st.ResponseModel, st.ProviderRequestID = truncate(resp.FinishReason, 32), truncate(resp.Model, 191), truncate(resp.RequestID, 191)
 	}
 	a.settled = st
-	res, err := a.c.store.SettleCall(ctx, st)
-	if err != nil {
-		// The reservation stays until the reaper releases it, the row stays
-		// pending until it is marked expired: loud, but never double counted.
-		a.c.log.Error("cost ledger: settling a call failed; its reservation is released after costs.reservation_ttl",
-			"call_id", a.callID, "err", err)
+	// A chat request commits its exchange after this (models.CommitLater):
+	// on SQLite the settlement is then queued, not waited for, and that
+	// commit covers it before the reply is sent.
+	queued := a.c.store.SettleCallLater(ctx, st, func(res models.SettleResult, err error) {
+		if err != nil || (res.Applied && len(res.Counters) > 0 && a.p.alertThreshold > 0) {
+			go a.recorded(context.WithoutCancel(ctx), res, err) // off the writer's goroutine
+		}
+	})
+	if !queued {
+		res, err := a.c.store.SettleCall(ctx, st)
+		a.recorded(ctx, res, err)
 	}
 	a.correctWindows(ctx, usage.InputTokens+usage.OutputTokens)
 	if a.releaseSlot != nil {
 		a.releaseSlot()
 	}
 	a.c.breakers.record(a.provider, a.probe, classify(callErr), now, a.p.failureThreshold, a.p.cooldown)
-	if err == nil && res.Pending {
+}
+
+// recorded follows up on the settlement's write: the applier (PostgreSQL)
+// and budget alerts.
+func (a *admission) recorded(ctx context.Context, res models.SettleResult, err error) {
+	if err != nil {
+		// The reservation stays until the reaper releases it, the row stays
+		// pending until it is marked expired: loud, but never double counted.
+		a.c.log.Error("cost ledger: settling a call failed; its reservation is released after costs.reservation_ttl",
+			"call_id", a.callID, "err", err)
+		return
+	}
+	if res.Pending {
 		a.c.applier.add(a.id)
 	}
-	if err == nil && res.Applied {
+	if res.Applied {
 		a.c.checkAlerts(ctx, a.p, res.Counters, a.started)
 	}
 }

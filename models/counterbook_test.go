@@ -1,0 +1,184 @@
+package models
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func groupedLedger(t testing.TB, keys ...string) *CostLedger {
+	t.Helper()
+	s := openGrouped(t)
+	ctx := context.Background()
+	l, err := NewCostLedger(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	now := time.Now().UTC()
+	var seeds []CounterSeed
+	for _, k := range keys {
+		seeds = append(seeds, CounterSeed{Key: k, From: now, To: now})
+	}
+	if err := s.EnsureBudgetCounters(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A batch that rolls back leaves the writer's counters as they were; the
+// batch run again without the failed job writes only the others' changes,
+// and the database always ends up holding what the writer holds.
+func TestCounterBookForgetsARolledBackAttempt(t *testing.T) {
+	l := groupedLedger(t, "day:x")
+	ctx := context.Background()
+	keys := []string{"day:x"}
+	now := time.Now().UTC()
+	boom := errors.New("boom")
+	add := func(n int64, fail bool) error {
+		return l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := l.addToCounters(ctx, tx, keys, n, 0, now); err != nil {
+				return err
+			}
+			if fail {
+				return boom
+			}
+			return nil
+		})
+	}
+	if err := add(5, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(100, true); !errors.Is(err, boom) {
+		t.Fatalf("failing job: %v", err)
+	}
+	if err := add(7, false); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := l.BudgetCounters(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cs["day:x"].ReservedMicros; got != 12 {
+		t.Fatalf("database reserved = %d, want 12 (the failed job's 100 rolled back)", got)
+	}
+	var held []CounterValue
+	if err := l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		held, err = l.Group.counters.values(ctx, tx, keys)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if held[0].ReservedMicros != 12 {
+		t.Fatalf("writer holds reserved = %d, want 12", held[0].ReservedMicros)
+	}
+	// A counter that does not exist is refused without changing anything.
+	err = l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := l.addToCounters(ctx, tx, []string{"day:x", "user-day:nobody"}, 1, 0, now)
+		return err
+	})
+	if !errors.Is(err, ErrCountersMissing) {
+		t.Fatalf("missing counter: %v", err)
+	}
+	if cs, _ := l.BudgetCounters(ctx, keys); cs["day:x"].ReservedMicros != 12 {
+		t.Fatalf("after a refused change reserved = %d", cs["day:x"].ReservedMicros)
+	}
+}
+
+// A settlement queued by a request marked CommitLater is committed once
+// that request's next write through the writer returns.
+func TestSettleCallLaterIsCoveredByTheNextCommit(t *testing.T) {
+	l := groupedLedger(t, "day:x")
+	ctx := CommitLater(context.Background())
+	keys := []string{"day:x"}
+	now := time.Now().UTC()
+	res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry("c1", now), AdmissionID: "a1", Keys: keys, WorstMicros: 50, ExpiresAt: now.Add(time.Minute)})
+	if err != nil || !res.Admitted {
+		t.Fatalf("admit: %+v %v", res, err)
+	}
+	done := make(chan SettleResult, 1)
+	queued := l.SettleCallLater(ctx, Settlement{CallID: "c1", AdmissionID: "a1", ReservationID: "a1", Keys: keys,
+		Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}, func(r SettleResult, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	})
+	if !queued {
+		t.Fatal("not queued on SQLite's group commit")
+	}
+	// The request's next write (its exchange) covers the settlement.
+	if err := l.Group.Do(ctx, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e, err := l.GetLedgerEntry(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Outcome != OutcomeSucceeded || e.CostMicros != 9 {
+		t.Fatalf("row after the next commit: outcome %s cost %d", e.Outcome, e.CostMicros)
+	}
+	cs, _ := l.BudgetCounters(ctx, keys)
+	if cs["day:x"].SpentMicros != 9 || cs["day:x"].ReservedMicros != 0 {
+		t.Fatalf("counters = %+v", cs["day:x"])
+	}
+	if r := <-done; !r.Applied || !r.Released || r.ReleasedMicros != 50 {
+		t.Fatalf("result = %+v", r)
+	}
+	// Without the mark the caller must settle and wait itself.
+	if l.SettleCallLater(context.Background(), Settlement{CallID: "c1"}, func(SettleResult, error) {}) {
+		t.Fatal("queued without CommitLater")
+	}
+}
+
+// BenchmarkLedgerAdmitSettle: one admission and one settlement per op
+// against a hard budget on SQLite's group commit, from 16 goroutines per
+// core; the settlement waited for (waited) or queued and covered by the
+// next write (queued, the chat path).
+func BenchmarkLedgerAdmitSettle(b *testing.B) {
+	for _, queued := range []bool{false, true} {
+		name := "waited"
+		if queued {
+			name = "queued"
+		}
+		b.Run(name, func(b *testing.B) {
+			l := groupedLedger(b, "day:x")
+			keys := []string{"day:x"}
+			var n atomic.Int64
+			var rejected atomic.Int64
+			b.SetParallelism(16)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				if queued {
+					ctx = CommitLater(ctx)
+				}
+				for pb.Next() {
+					id := fmt.Sprintf("c%d", n.Add(1))
+					now := time.Now().UTC()
+					res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: keys, WorstMicros: 50,
+						Fit: budgetFit(1<<60, 50, &rejected), Limits: map[string]int64{"day:x": 1 << 60}, ExpiresAt: now.Add(time.Minute)})
+					if err != nil || !res.Admitted {
+						b.Fatalf("admit: %+v %v", res, err)
+					}
+					st := Settlement{CallID: id, AdmissionID: "a-" + id, ReservationID: "a-" + id, Keys: keys,
+						Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}
+					if !l.SettleCallLater(ctx, st, func(SettleResult, error) {}) {
+						if _, err := l.SettleCall(ctx, st); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+			b.StopTimer()
+			batches, writes := l.Group.Stats()
+			b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
+		})
+	}
+}
