@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -84,7 +85,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	// The envelope is a chokepoint: error texts may quote a provider, an MCP
 	// server or a webhook receiver, so secrets are removed here whatever the
 	// handler built.
-	body := fiber.Map{"error": scrub.String(apiErr.Message)}
+	body := fiber.Map{"error": capMessage(scrub.String(apiErr.Message))}
 	if apiErr.Code != "" {
 		body["code"] = apiErr.Code
 		c.Locals(localErrorCode, apiErr.Code)
@@ -105,6 +106,23 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
 	}
 	return c.Status(apiErr.Status).JSON(body)
+}
+
+// maxMessage bounds the error text of an answer. Messages quote the value
+// they refuse ("source %q ..."), so a 3 MB value made a 3 MB error answer
+// (found by dev/probe); the start of the value is enough to recognise it.
+const maxMessage = 1024
+
+// capMessage cuts msg to maxMessage bytes on a rune boundary.
+func capMessage(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + fmt.Sprintf("… (%d bytes cut)", len(msg)-cut)
 }
 
 func fiberMessage(fe *fiber.Error) string {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -159,6 +160,19 @@ func TestCORSAllowList(t *testing.T) {
 	}
 }
 
+// An error quoting a huge refused value stays small (it was as large as the
+// value: a 3 MB source gave a 3 MB answer) and valid UTF-8.
+func TestErrorEnvelopeCapsQuotedValues(t *testing.T) {
+	s := newTestServer(t, func(d *Deps) { d.Features = []Feature{boom{}} })
+	req := httptest.NewRequest("GET", "/api/v1/quoting", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	status, body, _ := do(t, s, req)
+	msg, _ := body["error"].(string)
+	if status != 400 || len(msg) > 1100 || !utf8.ValidString(msg) || !strings.HasPrefix(msg, `source "ééé`) || !strings.Contains(msg, "bytes cut") {
+		t.Fatalf("%d %d bytes: %.200s", status, len(msg), msg)
+	}
+}
+
 func TestErrorEnvelopeHidesInternalErrors(t *testing.T) {
 	s := newTestServer(t, func(d *Deps) { d.Features = []Feature{boom{}} })
 	req := httptest.NewRequest("GET", "/api/v1/boom", nil)
@@ -190,6 +204,7 @@ var errMapped = errors.New("mapped")
 func (boom) Register(r fiber.Router) {
 	r.Get("/boom", func(c *fiber.Ctx) error { return errors.New("/secret/path: sql failure") })
 	r.Get("/mapped", func(c *fiber.Ctx) error { return errMapped })
+	r.Get("/quoting", func(c *fiber.Ctx) error { return badRequest("source %q is not a URL", strings.Repeat("é", 1<<20)) })
 	r.Get("/overloaded", func(c *fiber.Ctx) error {
 		return fmt.Errorf("llm call: cost admission of call c1: write ledger row c1: %w", models.ErrOverloaded)
 	})

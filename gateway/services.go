@@ -232,6 +232,9 @@ func (s *Services) addWorkboard() {
 	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
 		Events: s.Events, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root},
 		&activities.ApprovalActivities{Store: g.Store, Log: s.RunLog, Events: s.Events})
+	// Runs queued by a process that died before starting their workflow
+	// are failed now and by a sweep every minute (they stayed queued).
+	go s.TaskRuns.RunSweeper(s.bg, s.log)
 	s.Approvals = &approvals.Service{Client: g.Temporal, Store: g.Store, Events: s.Events}
 }
 

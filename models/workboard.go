@@ -694,6 +694,18 @@ func (s *Store) DeleteQueuedRun(ctx context.Context, runID int64) error {
 	return nil
 }
 
+// UnstartedRuns returns up to limit runs queued before `before` whose
+// workflow was never noted as started (no Temporal run id), oldest first.
+func (s *Store) UnstartedRuns(ctx context.Context, before time.Time, limit int) ([]TaskRun, error) {
+	var out []TaskRun
+	err := s.DB.WithContext(ctx).Where("status = ? AND temporal_run_id = '' AND created_at < ?", RunQueued, before.UTC()).
+		Order("created_at").Limit(limit).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("read unstarted runs: %w", err)
+	}
+	return out, nil
+}
+
 // GetRun returns a run of a task (404 when either is unknown or the run
 // belongs to another task).
 func (s *Store) GetRun(ctx context.Context, taskID, runID int64) (*TaskRun, error) {

@@ -244,17 +244,7 @@ func (r *Service) repairStale(ctx context.Context, taskID int64) bool {
 	if active.TemporalRunID == "" && time.Since(active.CreatedAt) < staleStartAge {
 		return false // its start is probably still in progress
 	}
-	desc, err := r.Client.DescribeWorkflowExecution(ctx, active.WorkflowID, active.TemporalRunID)
-	if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-		// A long run goes on in a later execution of the same workflow id.
-		desc, err = r.Client.DescribeWorkflowExecution(ctx, active.WorkflowID, "")
-	}
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-	case err != nil:
-		return false
-	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	if gone, err := r.workflowGone(ctx, active); err != nil || !gone {
 		return false
 	}
 	_, applied, err := r.Store.FinishRun(ctx, models.RunOutcome{RunID: active.ID, Status: models.RunFailed,
