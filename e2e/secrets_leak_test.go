@@ -5,18 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
 )
 
@@ -36,54 +34,13 @@ var plantedSecrets = []string{plantedProviderKey, plantedHeaderValue, plantedCha
 // a 401 whose body repeats the request's credentials, as some providers do,
 // plus whatever else it is told to quote.
 func echoProvider(t *testing.T, alsoQuote ...string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	fake := fakellm.New()
+	if err := fake.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		auth := r.Header.Get("Authorization")
-		msg := fmt.Sprintf("Incorrect API key provided: %s (key %s); also %s", auth, strings.TrimPrefix(auth, "Bearer "), strings.Join(alsoQuote, " "))
-		body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error"}})
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		w.Write(body)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/v1"
-}
-
-// hookSink records every body sent to it.
-type hookSink struct {
-	mu     sync.Mutex
-	bodies [][]byte
-	url    string
-}
-
-func newHookSink(t *testing.T) *hookSink {
-	h := &hookSink{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		h.mu.Lock()
-		h.bodies = append(h.bodies, b)
-		h.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	h.url = "http://" + ln.Addr().String() + "/hook"
-	return h
-}
-
-func (h *hookSink) all() []byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return bytes.Join(h.bodies, []byte("\n"))
+	t.Cleanup(fake.Close)
+	fake.Script(fakellm.Rule{Status: http.StatusUnauthorized, EchoAuth: true, Message: "also " + strings.Join(alsoQuote, " ")})
+	return fake.OpenAIBaseURL()
 }
 
 // leaks names the planted secrets (and credential shapes) found in text.
@@ -102,7 +59,11 @@ func leaks(text []byte) []string {
 // run record, event, log line, stored file, Temporal history or hook.
 func TestProviderEchoedSecretsLeakNowhere(t *testing.T) {
 	t.Setenv("AGENTRY_TEST_LEAK_HOOK_SECRET", "zq9PLANTED0hook0secret")
-	sink := newHookSink(t)
+	sink, err := gatewaytest.NewHookSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sink.Close)
 	// The provider also quotes the other planted values and a
 	// credential-shaped key nobody configured.
 	provider := echoProvider(t, plantedHeaderValue, plantedChannelSec, plantedSecretStore, "sk-planted0unknown0key0123")
@@ -121,7 +82,7 @@ hooks:
   - on: ["run.*"]
     url: %q
     secret_env: AGENTRY_TEST_LEAK_HOOK_SECRET
-`, provider, plantedProviderKey, sink.url, plantedChannelSec, plantedHeaderValue, sink.url)})
+`, provider, plantedProviderKey, sink.URL, plantedChannelSec, plantedHeaderValue, sink.URL)})
 	if r := g.Do("PUT", "/api/v1/secrets/planted", map[string]any{"value": plantedSecretStore}); r.Status >= 300 {
 		t.Fatalf("set secret: %d %s", r.Status, r.Raw)
 	}
@@ -153,8 +114,8 @@ hooks:
 	raw, _ := json.Marshal(run)
 	check("run record", raw)
 	check("GET runs", g.Do("GET", fmt.Sprintf("%s/tasks/%d/runs", wb, id), nil).Raw)
-	waitUntil(t, 30*time.Second, "the run.failed hook", func() bool { return bytes.Contains(sink.all(), []byte("run.failed")) })
-	check("hook bodies", sink.all())
+	waitUntil(t, 30*time.Second, "the run.failed hook", func() bool { return bytes.Contains(sink.All(), []byte("run.failed")) })
+	check("hook bodies", sink.All())
 
 	// A channel send whose receiver's answer is fine: the body carries
 	// nothing secret either (the text quotes the provider key).
@@ -162,8 +123,8 @@ hooks:
 	if d.Status != http.StatusAccepted {
 		t.Fatalf("send: %d %s", d.Status, d.Raw)
 	}
-	waitUntil(t, 30*time.Second, "the channel delivery", func() bool { return bytes.Contains(sink.all(), []byte("the key is")) })
-	check("channel delivery body", sink.all())
+	waitUntil(t, 30*time.Second, "the channel delivery", func() bool { return bytes.Contains(sink.All(), []byte("the key is")) })
+	check("channel delivery body", sink.All())
 
 	check("GET /logs", g.Do("GET", "/api/v1/logs?lines=1000", nil).Raw)
 	check("GET /config", g.Do("GET", "/api/v1/config", nil).Raw)

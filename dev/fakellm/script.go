@@ -40,6 +40,10 @@ type Rule struct {
 	RetryAfter string `json:"retry_after,omitempty"`
 	// Headers are added to the response (error or not).
 	Headers map[string]string `json:"headers,omitempty"`
+	// EchoAuth makes an error's message repeat the request's credentials
+	// (its Authorization and x-api-key headers) after Message, as some
+	// providers' 401 answers do: the gateway must not pass them on.
+	EchoAuth bool `json:"echo_auth,omitempty"`
 
 	// Delay waits before answering (the client's cancellation ends the wait).
 	Delay Duration `json:"delay,omitempty"`

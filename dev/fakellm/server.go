@@ -308,6 +308,9 @@ func (s *Server) serveProvider(f wireFormat) http.HandlerFunc {
 			if msg == "" {
 				msg = fmt.Sprintf("fake %s error %d", f.name(), a.rule.Status)
 			}
+			if a.rule.EchoAuth {
+				msg += fmt.Sprintf(" (Incorrect API key provided: Authorization %q, x-api-key %q)", r.Header.Get("Authorization"), r.Header.Get("x-api-key"))
+			}
 			writeJSON(w, a.rule.Status, f.errorBody(a.rule.Status, msg))
 			return
 		}

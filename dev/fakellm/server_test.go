@@ -385,3 +385,17 @@ func BenchmarkFakeOpenAIChat(b *testing.B) {
 		}
 	})
 }
+
+func TestEchoAuthRepeatsTheCredentials(t *testing.T) {
+	s := start(t)
+	s.Script(Rule{Contains: "leak", Status: 401, Message: "bad key", EchoAuth: true})
+	r, b := post(t, s.OpenAIBaseURL()+"/chat/completions", openAIBody("m", "leak please", false), "Authorization", "Bearer sk-echoed-1234")
+	if r.StatusCode != 401 || !strings.Contains(string(b), "bad key") || !strings.Contains(string(b), "Bearer sk-echoed-1234") {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	r, b = post(t, s.URL()+"/v1/messages", map[string]any{"model": "m", "max_tokens": 5, "messages": []any{map[string]any{"role": "user", "content": "leak"}}},
+		"anthropic-version", "2023-06-01", "x-api-key", "anthropic-echoed-5678")
+	if r.StatusCode != 401 || !strings.Contains(string(b), "anthropic-echoed-5678") {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+}

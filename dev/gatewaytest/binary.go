@@ -126,40 +126,61 @@ func (s *SafeBuffer) String() string {
 // The process is killed when the test ends.
 func StartProcess(t testing.TB, bin string, env map[string]string, args ...string) *Process {
 	t.Helper()
+	p, err := Launch(bin, t.TempDir(), env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Launch runs bin with args and env (added to a minimal environment: PATH
+// and HOME=home). The caller ends it (Stop or Crash); StartProcess is the
+// form for tests.
+func Launch(bin, home string, env map[string]string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	out := &SafeBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	p := &Process{Cmd: cmd, Output: out}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	return p
+	return &Process{Cmd: cmd, Output: out}, nil
+}
+
+// Stop kills the process if it still runs and waits for it.
+func (p *Process) Stop() {
+	if p.Cmd.ProcessState == nil {
+		p.Cmd.Process.Kill()
+		p.Cmd.Wait()
+	}
 }
 
 // WaitHTTP polls url until it answers 200 or the timeout passes.
 func WaitHTTP(t testing.TB, url string, timeout time.Duration, p *Process) {
 	t.Helper()
+	if err := WaitReady(url, timeout, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitReady polls url until it answers 200; the error (timeout, or p
+// exited) carries p's output.
+func WaitReady(url string, timeout time.Duration, p *Process) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return nil
 			}
 		}
 		if p != nil && p.Cmd.ProcessState != nil {
-			t.Fatalf("process exited while waiting for %s:\n%s", url, p.Output.String())
+			return fmt.Errorf("process exited while waiting for %s:\n%s", url, p.Output.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -167,36 +188,56 @@ func WaitHTTP(t testing.TB, url string, timeout time.Duration, p *Process) {
 	if p != nil {
 		out = p.Output.String()
 	}
-	t.Fatalf("%s did not answer 200 within %s\n%s", url, timeout, out)
+	return fmt.Errorf("%s did not answer 200 within %s\n%s", url, timeout, out)
 }
 
 // FreePorts returns n distinct free loopback ports.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
+	ports, err := PickFreePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports
+}
+
+// PickFreePorts returns n distinct free loopback ports (FreePorts outside
+// a test).
+func PickFreePorts(n int) ([]int, error) {
 	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
 	var ports []int
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
+	return ports, nil
 }
 
 // Kill ends the process with SIGKILL (a crash: no shutdown code runs) and
 // waits until it is gone.
 func (p *Process) Kill(t testing.TB) {
 	t.Helper()
-	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Crash(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Crash is Kill outside a test.
+func (p *Process) Crash() error {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
 	p.Cmd.Wait()
+	return nil
 }
 
 // Contains reports whether the output has s (helper for readable asserts).
