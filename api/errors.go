@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/telemetry"
+	"github.com/agentryhq/agentry/internal/textcut"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -118,11 +118,8 @@ func capMessage(msg string) string {
 	if len(msg) <= maxMessage {
 		return msg
 	}
-	cut := maxMessage
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + fmt.Sprintf("… (%d bytes cut)", len(msg)-cut)
+	kept := textcut.Prefix(msg, maxMessage)
+	return kept + fmt.Sprintf("… (%d bytes cut)", len(msg)-len(kept))
 }
 
 func fiberMessage(fe *fiber.Error) string {
