@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -213,15 +214,37 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 	if err := q.QueryRowContext(ctx, sess.ID).Scan(&last); err != nil {
 		return fmt.Errorf("number messages: %w", err)
 	}
-	for i := range msgs {
-		m := &msgs[i]
-		m.SessionID, m.Seq, m.CreatedAt = sess.ID, last+int64(i)+1, now
-		if err := s.Group.Exec(ctx, tx, insertMessageSQL, m.SessionID, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, now); err != nil {
+	// The messages go in multi-row INSERTs (one statement runs, binds and
+	// updates the index once per row instead of once per statement).
+	args := make([]any, 0, min(len(msgs), maxMessagesPerInsert)*9)
+	for start := 0; start < len(msgs); start += maxMessagesPerInsert {
+		part := msgs[start:min(start+maxMessagesPerInsert, len(msgs))]
+		args = args[:0]
+		for i := range part {
+			m := &part[i]
+			m.SessionID, m.Seq, m.CreatedAt = sess.ID, last+int64(start+i)+1, now
+			args = append(args, m.SessionID, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, now)
+		}
+		if err := s.Group.Exec(ctx, tx, insertMessagesSQL(len(part)), args...); err != nil {
 			return fmt.Errorf("store message: %w", err)
 		}
 	}
 	return nil
 }
+
+// maxMessagesPerInsert bounds the rows of one message INSERT (a turn with
+// tool calls adds a few messages; a statement per row count is prepared).
+const maxMessagesPerInsert = 8
+
+var messageInserts = func() (q [maxMessagesPerInsert + 1]string) {
+	for n := 1; n <= maxMessagesPerInsert; n++ {
+		q[n] = insertMessageSQL + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?)", n-1)
+	}
+	return q
+}()
+
+// insertMessagesSQL inserts n (1 to maxMessagesPerInsert) messages.
+func insertMessagesSQL(n int) string { return messageInserts[n] }
 
 // appendMessages numbers msgs after the session's last message and inserts
 // them, inside the caller's transaction.

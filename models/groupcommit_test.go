@@ -180,3 +180,33 @@ func benchExchanges(b *testing.B, save func(context.Context, *ChatSession, *Agen
 		}
 	})
 }
+
+// An exchange with more messages than one INSERT takes stores them all, in
+// order, after the session's earlier messages.
+func TestGroupCommitStoresLongExchangesInOrder(t *testing.T) {
+	s := openGrouped(t)
+	ctx := context.Background()
+	sess := &ChatSession{ID: "long", AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"}
+	var msgs []ChatMessage
+	for i := range maxMessagesPerInsert + 3 {
+		msgs = append(msgs, ChatMessage{RunID: "r1", Role: "user", Content: fmt.Sprintf("m%d", i)})
+	}
+	if err := s.SaveExchange(ctx, sess, nil, msgs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveExchange(ctx, sess, nil, msgs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.recentMessages(ctx, "long", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(msgs) {
+		t.Fatalf("%d messages stored, want %d", len(got), len(msgs))
+	}
+	for i, m := range got {
+		if m.Seq != int64(i+1) || m.Content != fmt.Sprintf("m%d", i) {
+			t.Fatalf("message %d = seq %d %q", i, m.Seq, m.Content)
+		}
+	}
+}

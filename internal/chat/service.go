@@ -275,7 +275,20 @@ func metadataJSON(m map[string]any) string {
 	return string(b)
 }
 
-func compactUUID() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
+// compactUUID is a time-ordered UUID (version 7: a millisecond timestamp,
+// then 74 random bits) without dashes. Run and response ids, and the call
+// ids made from them, are keys of the action log's and the cost ledger's
+// indexes: ids that grow with time are appended at the right edge of those
+// B-trees, so a batch of the group commit writes a few index pages instead
+// of one random page per row and index, and the cost does not grow with the
+// tables.
+func compactUUID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return strings.ReplaceAll(id.String(), "-", "")
+}
 
 // inProcess executes loop steps directly: LLM turns through the router
 // (admission and settlement included), tools in the session work dir.
