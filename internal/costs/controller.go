@@ -110,7 +110,8 @@ type Controller struct {
 	ensuredMu  sync.Mutex
 	ensured    map[string]bool
 	ensuredDay string
-	alerted    sync.Map // counter key -> true
+	createMu   sync.Mutex // one EnsureBudgetCounters at a time
+	alerted    sync.Map   // counter key -> true
 
 	priorMu sync.Mutex
 	prior   monthPrior
@@ -663,18 +664,17 @@ func displaySubject(s string) string {
 // day) which exist so the common path costs nothing.
 func (c *Controller) ensureCounters(ctx context.Context, scopes []budgetScope) error {
 	day := scopes[0].key
-	c.ensuredMu.Lock()
-	if c.ensuredDay != day {
-		c.ensured, c.ensuredDay = map[string]bool{}, day
-	}
-	var missing []models.CounterSeed
-	for _, s := range scopes {
-		if !c.ensured[s.key] {
-			missing = append(missing, s.seed)
-		}
-	}
-	c.ensuredMu.Unlock()
+	missing := c.missingCounters(day, scopes)
 	if len(missing) == 0 {
+		return nil
+	}
+	// One creation at a time: at the start of a day every call in flight
+	// finds the day's counter missing, and hundreds of concurrent INSERTs
+	// queued on SQLite's write lock past busy_timeout ("database is
+	// locked", a 500). The others wait here and find them created.
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	if missing = c.missingCounters(day, scopes); len(missing) == 0 {
 		return nil
 	}
 	if err := c.store.EnsureBudgetCounters(ctx, missing); err != nil {
@@ -686,6 +686,22 @@ func (c *Controller) ensureCounters(ctx context.Context, scopes []budgetScope) e
 	}
 	c.ensuredMu.Unlock()
 	return nil
+}
+
+// missingCounters are the seeds of scopes not known to exist (today).
+func (c *Controller) missingCounters(day string, scopes []budgetScope) []models.CounterSeed {
+	c.ensuredMu.Lock()
+	defer c.ensuredMu.Unlock()
+	if c.ensuredDay != day {
+		c.ensured, c.ensuredDay = map[string]bool{}, day
+	}
+	var missing []models.CounterSeed
+	for _, s := range scopes {
+		if !c.ensured[s.key] {
+			missing = append(missing, s.seed)
+		}
+	}
+	return missing
 }
 
 func (c *Controller) forgetCounters() {
