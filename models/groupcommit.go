@@ -16,10 +16,10 @@ import (
 // requests per second however many cores it has. Instead, concurrent
 // requests hand their writes (ledger admission and settlement, session,
 // action-log row and messages) to one goroutine that owns one connection and
-// runs everything queued in one transaction per batch. Each job runs inside
-// its own SAVEPOINT, so a job that fails (or rejects) is rolled back alone
-// while the rest of the batch commits; each caller's Do returns only after
-// its batch committed, so a reply is never sent before its rows are durable.
+// runs everything queued in one transaction per batch. A job that fails is
+// dropped and the batch runs again without it (see commit), so the rest of
+// the batch still commits; each caller's Do returns only after its batch
+// committed, so a reply is never sent before its rows are durable.
 //
 // The queue is bounded (DefaultGroupQueue). New work is shed at its door:
 // an admission (Admit) finding the queue full fails at once with
