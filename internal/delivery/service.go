@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentryhq/agentry/internal/scrub"
+	"github.com/agentryhq/agentry/internal/sweeper"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -204,26 +205,8 @@ func (s *Service) Sweep(ctx context.Context, before time.Time) (int, error) {
 // of this process is starting one) and then every SweepEvery, leaving
 // deliveries younger than the grace period to their request, until ctx ends.
 func (s *Service) RunSweeper(ctx context.Context, log *slog.Logger) {
-	sweep := func(before time.Time) {
-		n, err := s.Sweep(ctx, before)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("delivery outbox sweep", "err", err)
-		}
-		if n > 0 {
-			log.Info("started the workflows of deliveries recorded before a crash", "count", n)
-		}
-	}
-	sweep(s.now())
-	t := time.NewTicker(SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			sweep(s.now().Add(-sweepGrace))
-		}
-	}
+	sweeper.Run(ctx, log, "delivery outbox sweep", "started the workflows of deliveries recorded before a crash",
+		SweepEvery, sweepGrace, s.now, s.Sweep)
 }
 
 // hookTarget resolves an event hook's destination; the secret comes only

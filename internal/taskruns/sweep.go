@@ -9,11 +9,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/agentryhq/agentry/internal/sweeper"
 	"github.com/agentryhq/agentry/models"
 )
 
 // SweepEvery is how often RunSweeper looks for runs whose start was lost.
-var SweepEvery = time.Minute
+const SweepEvery = time.Minute
 
 // lostStartError is the error of a run whose workflow never started: its
 // requester got no 202 (the answer comes after the start), so nothing
@@ -58,26 +59,8 @@ func (r *Service) Sweep(ctx context.Context, before time.Time) (int, error) {
 // this process is starting one) and then every SweepEvery, leaving runs
 // younger than staleStartAge to their request, until ctx ends.
 func (r *Service) RunSweeper(ctx context.Context, log *slog.Logger) {
-	sweep := func(before time.Time) {
-		n, err := r.Sweep(ctx, before)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("task run sweep", "err", err)
-		}
-		if n > 0 {
-			log.Info("failed the task runs whose workflow a crash kept from starting", "count", n)
-		}
-	}
-	sweep(time.Now())
-	t := time.NewTicker(SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			sweep(time.Now().Add(-staleStartAge))
-		}
-	}
+	sweeper.Run(ctx, log, "task run sweep", "failed the task runs whose workflow a crash kept from starting",
+		SweepEvery, staleStartAge, time.Now, r.Sweep)
 }
 
 // workflowGone reports whether no workflow of run's task is running (a
