@@ -371,7 +371,7 @@ func count(rep *BadInput, r request, a answer, example func(string, ...any)) {
 	case a.Err != nil:
 		rep.ConnErrors++
 		if r.Kind != "oversized body" && r.Kind != "huge string" {
-			example("connection error: %s: %v", what, a.Err)
+			example("connection error: %s: %s", what, short(a.Err.Error()))
 		}
 		return
 	}
