@@ -38,8 +38,9 @@ type GroupCommit struct {
 	closed    chan struct{}
 	stopped   chan struct{}
 
-	stmtMu sync.Mutex
-	stmts  map[string]*sql.Stmt
+	stmtMu     sync.Mutex
+	stmts      map[string]*sql.Stmt
+	unprepared map[string]bool // first used in a transaction, prepared after it (prepareNew)
 
 	// counters are the budget counters held by the writer (counterBook):
 	// jobs read and change them in memory, and each batch writes what it
@@ -86,7 +87,7 @@ func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
 	if maxBatch <= 0 {
 		maxBatch = DefaultGroupBatch
 	}
-	g := &GroupCommit{db: db, jobs: make(chan *commitJob, queue), maxBatch: maxBatch, stmts: map[string]*sql.Stmt{},
+	g := &GroupCommit{db: db, jobs: make(chan *commitJob, queue), maxBatch: maxBatch, stmts: map[string]*sql.Stmt{}, unprepared: map[string]bool{},
 		closed: make(chan struct{}), stopped: make(chan struct{})}
 	g.counters = newCounterBook(g)
 	go g.run()
@@ -214,19 +215,40 @@ func (g *GroupCommit) Close() {
 func (g *GroupCommit) Stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
 	g.stmtMu.Lock()
 	st, ok := g.stmts[query]
-	g.stmtMu.Unlock()
 	if !ok {
-		var err error
-		// tx.StmtContext prepares it on the writer's connection the first
-		// time and database/sql keeps that for every later transaction.
-		if st, err = g.db.PrepareContext(ctx, query); err != nil {
-			return nil, err
-		}
-		g.stmtMu.Lock()
-		g.stmts[query] = st
-		g.stmtMu.Unlock()
+		g.unprepared[query] = true
 	}
-	return tx.StmtContext(ctx, st), nil
+	g.stmtMu.Unlock()
+	if ok {
+		// database/sql keeps the statement prepared on the writer's
+		// connection after its first use there.
+		return tx.StmtContext(ctx, st), nil
+	}
+	// First use: prepare it on the transaction's own connection, for this
+	// transaction only. Preparing on the pool here would wait for a free
+	// connection while this transaction may hold SQLite's write lock, and
+	// under load every pooled connection is held by a writer waiting for
+	// that very lock: each waits out its busy_timeout ("database is
+	// locked"), again and again (seen as task runs failing with 500s). The
+	// writer prepares it for good between batches (prepareNew).
+	return tx.PrepareContext(ctx, query)
+}
+
+// prepareNew prepares, for every later batch, the statements first used by
+// the batch just committed. It runs on the writer's goroutine between
+// batches, when the writer holds no transaction, so waiting for a pooled
+// connection cannot deadlock with writers waiting for the write lock.
+func (g *GroupCommit) prepareNew() {
+	g.stmtMu.Lock()
+	defer g.stmtMu.Unlock()
+	for query := range g.unprepared { // usually none
+		st, err := g.db.PrepareContext(context.Background(), query)
+		if err != nil {
+			continue // prepared on its transaction again next time
+		}
+		g.stmts[query] = st
+		delete(g.unprepared, query)
+	}
 }
 
 // Exec runs a prepared query in tx.
@@ -283,6 +305,7 @@ func (g *GroupCommit) run() {
 			}
 			j.done <- errs[i]
 		}
+		g.prepareNew()
 	}
 }
 

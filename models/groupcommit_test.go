@@ -210,3 +210,64 @@ func TestGroupCommitStoresLongExchangesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommitFirstUseOfAStatementUnderLoad: a job using a statement for
+// the first time while every pooled connection is held by a writer waiting
+// for SQLite's write lock (which the job's transaction holds) must not wait
+// for a pooled connection: the writers would each time out with "database is
+// locked" (task runs failed with 500s under load this way).
+func TestGroupCommitFirstUseOfAStatementUnderLoad(t *testing.T) {
+	s := openGrouped(t)
+	ctx := context.Background()
+	const waiting = 3 // the pool has 4 connections: one is the writer's
+	errs := make(chan error, waiting)
+	var started sync.WaitGroup
+	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// Take the write lock.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at) VALUES ('w', 'a', 's', 'u', 'u', 'chat', '2026-01-01', '2026-01-01')`); err != nil {
+			return err
+		}
+		for i := range waiting {
+			started.Add(1)
+			go func() {
+				started.Done()
+				errs <- s.DB.Exec(`INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at) VALUES (?, 'a', 's', 'u', 'u', 'chat', '2026-01-01', '2026-01-01')`, fmt.Sprintf("p%d", i)).Error
+			}()
+		}
+		started.Wait()
+		for range 50 { // let them take their connections and wait for the lock
+			runtime.Gosched()
+		}
+		waitForPoolInUse(t, s, waiting+1)
+		return s.Group.Exec(ctx, tx, `UPDATE chat_sessions SET username = 'first use' WHERE id = ?`, "w")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range waiting {
+		if err := <-errs; err != nil {
+			t.Fatalf("a writer waiting for the lock failed: %v", err)
+		}
+	}
+	var name string
+	s.DB.Raw("SELECT username FROM chat_sessions WHERE id = 'w'").Scan(&name)
+	if name != "first use" {
+		t.Fatalf("the job's write is missing: %q", name)
+	}
+}
+
+// waitForPoolInUse waits (bounded) until n pooled connections are in use.
+func waitForPoolInUse(t *testing.T, s *Store, n int) {
+	t.Helper()
+	sqlDB, err := s.DB.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		if sqlDB.Stats().InUse >= n {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Logf("only %d connections in use (wanted %d): the test may not exercise the full pool", sqlDB.Stats().InUse, n)
+}
