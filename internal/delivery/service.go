@@ -206,7 +206,7 @@ func (s *Service) Sweep(ctx context.Context, before time.Time) (int, error) {
 // deliveries younger than the grace period to their request, until ctx ends.
 func (s *Service) RunSweeper(ctx context.Context, log *slog.Logger) {
 	sweeper.Run(ctx, log, "delivery outbox sweep", "started the workflows of deliveries recorded before a crash",
-		SweepEvery, sweepGrace, s.now, s.Sweep)
+		SweepEvery, 0, sweepGrace, s.now, s.Sweep) // starting a delivery twice is harmless: no start grace
 }
 
 // hookTarget resolves an event hook's destination; the secret comes only

@@ -1,6 +1,7 @@
 // Package sweeper runs the repair passes of records that promise a
 // workflow (a delivery's outbox entry, a queued task run): once at start,
-// over every record (no request of the new process is starting one), then
+// over every record (no request of the new process is starting one; see
+// Run for databases shared by several gateways), then
 // on a timer over the records older than a grace period (younger ones
 // belong to the request that is starting them).
 package sweeper
@@ -14,10 +15,12 @@ import (
 // Pass repairs the records created before `before` and says how many.
 type Pass func(ctx context.Context, before time.Time) (int, error)
 
-// Run calls pass at once with now() and then every `every` with now() -
-// grace, until ctx ends. Errors are logged as warnings under what; repairs
+// Run calls pass at once with now() - startGrace and then every `every`
+// with now() - grace, until ctx ends. startGrace is 0 where this process is
+// the only one creating such records (nothing of another process can be
+// mid-start), and the grace period where other gateways share the database. Errors are logged as warnings under what; repairs
 // as info with done.
-func Run(ctx context.Context, log *slog.Logger, what, done string, every, grace time.Duration, now func() time.Time, pass Pass) {
+func Run(ctx context.Context, log *slog.Logger, what, done string, every, startGrace, grace time.Duration, now func() time.Time, pass Pass) {
 	sweep := func(before time.Time) {
 		n, err := pass(ctx, before)
 		if err != nil && ctx.Err() == nil {
@@ -27,7 +30,7 @@ func Run(ctx context.Context, log *slog.Logger, what, done string, every, grace 
 			log.Info(done, "count", n)
 		}
 	}
-	sweep(now())
+	sweep(now().Add(-startGrace))
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -55,12 +55,20 @@ func (r *Service) Sweep(ctx context.Context, before time.Time) (int, error) {
 	return failed, nil
 }
 
-// RunSweeper sweeps once now (every unstarted run: at start no request of
-// this process is starting one) and then every SweepEvery, leaving runs
-// younger than staleStartAge to their request, until ctx ends.
+// RunSweeper sweeps once now and then every SweepEvery, leaving runs
+// younger than staleStartAge to their request, until ctx ends. On SQLite
+// the first sweep takes every unstarted run (one process owns the database:
+// at start no request is starting one); on PostgreSQL another live gateway
+// may be between its insert and its start, so the first sweep keeps the
+// same grace (failing such a run would leave its workflow running under a
+// failed record).
 func (r *Service) RunSweeper(ctx context.Context, log *slog.Logger) {
+	startGrace := time.Duration(0)
+	if r.Store.Driver != models.DriverSQLite {
+		startGrace = staleStartAge
+	}
 	sweeper.Run(ctx, log, "task run sweep", "failed the task runs whose workflow a crash kept from starting",
-		SweepEvery, staleStartAge, time.Now, r.Sweep)
+		SweepEvery, startGrace, staleStartAge, time.Now, r.Sweep)
 }
 
 // workflowGone reports whether no workflow of run's task is running (a
