@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,7 +36,7 @@ type Service struct {
 	Store   *models.Store
 	Toolbox *agent.Toolbox
 
-	locks sync.Map // session id -> *sync.Mutex
+	locks sessionLocks
 }
 
 // Request is one message to an agent.
@@ -220,12 +219,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	return &Reply{Reply: out.Reply, SessionID: sessionID, RunID: runID, ResponseID: responseID, Usage: out.Usage, Files: out.Files, StopReason: out.StopReason}, nil
 }
 
-func (s *Service) lockSession(id string) func() {
-	m, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
-}
+func (s *Service) lockSession(id string) func() { return s.locks.lock(id) }
 
 // History is the recent conversation of a session as a run continues it
 // (asynchronous webhook runs load it once, when they start).
