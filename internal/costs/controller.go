@@ -34,12 +34,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/textcut"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -897,14 +897,7 @@ func outcomeOf(resp *llm.Response, err error) (outcome, kind string) {
 // invalid UTF-8 is replaced (PostgreSQL refuses it) and the cut falls on a
 // character boundary, never inside one.
 func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return textcut.Prefix(strings.ToValidUTF8(s, "\uFFFD"), n)
 }
 
 // checkAlerts raises an alert the first time (per process) a budget's
