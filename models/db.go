@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"github.com/agentryhq/agentry/internal/sqlitemem"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -116,7 +117,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		if err := sqlitemem.Configure(); err != nil {
 			log.Warn("SQLite runs without its memory settings (slower)", "err", err)
 		}
-		db, err = openSQLite(opts, cfg)
+		db, err = openSQLiteRetrying(ctx, opts, cfg)
 	case DriverPostgres:
 		db, err = openPostgres(opts, cfg)
 	}
@@ -160,6 +161,53 @@ func normalizeDriver(name string) (string, error) {
 		return DriverPostgres, nil
 	}
 	return "", fmt.Errorf("open database: unknown storage driver %q (use %q or %q)", name, DriverSQLite, DriverPostgres)
+}
+
+// openSQLiteRetrying is openSQLite retried while the file is locked. The
+// first connection switches a new file to WAL, which takes an exclusive lock
+// that SQLite does not wait for with the busy handler: a process opening the
+// file at that moment gets SQLITE_BUSY at once, whatever busy_timeout says
+// (seen with several gateways starting on one fresh database). The wait is
+// bounded by the busy timeout and the caller's context.
+func openSQLiteRetrying(ctx context.Context, opts Options, cfg *gorm.Config) (*gorm.DB, error) {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	for attempt := 1; ; attempt++ {
+		db, err := openSQLite(opts, cfg)
+		if err == nil {
+			err = pingSQLite(ctx, db)
+			if err != nil {
+				closeGorm(db)
+			}
+		}
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return db, err
+		}
+		// Spread the retries of processes that collided.
+		pause := time.Duration(attempt*5+rand.IntN(20)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// pingSQLite opens the pool's first connection, which applies the pragmas.
+func pingSQLite(ctx context.Context, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("open database: SQLite: %w", err)
+	}
+	return nil
+}
+
+func closeGorm(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		_ = sqlDB.Close()
+	}
 }
 
 // openSQLite opens the database file with settings for a long-running
