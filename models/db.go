@@ -45,6 +45,9 @@ const (
 	// defaultPostgresConns leaves room for several gateway processes on a
 	// server with PostgreSQL's default max_connections of 100.
 	defaultPostgresConns = 10
+	// walSizeLimit is the size SQLite truncates the WAL file to when it
+	// starts writing it from the beginning again.
+	walSizeLimit = 64 << 20
 	// slowQuery is the duration from which a statement is logged (at debug).
 	slowQuery = 200 * time.Millisecond
 )
@@ -80,6 +83,9 @@ type Store struct {
 	Group *GroupCommit
 	// scrub is Options.Scrub, for the writes that bypass GORM's hooks.
 	scrub func(string) string
+	// checkpoints copies SQLite's WAL into the database file (SQLite only;
+	// see checkpointer).
+	checkpoints *checkpointer
 	// history caches sessions' recent messages (SQLite only; see
 	// historyCache).
 	history *historyCache
@@ -144,6 +150,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.Group = NewGroupCommit(sqlDB, opts.WriteQueue, 0)
+		dsn, _ := sqliteDSN(opts.DSN) // valid: openSQLite took it
+		if s.checkpoints, err = startCheckpointer(dsn, log); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 		s.history = newHistoryCache(historyKeep, historySessions)
 		if err := s.primeHistory(ctx); err != nil {
 			_ = s.Close()
@@ -238,13 +249,34 @@ func closeGorm(db *gorm.DB) {
 // fair and cheap, rather than inside SQLite.
 func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
 	path := opts.DSN
-	if strings.HasPrefix(path, "file:") || strings.Contains(path, "?") || path == ":memory:" {
-		return nil, fmt.Errorf("open database: SQLite DSN %q must be a plain file path", path)
+	dsn, err := sqliteDSN(path)
+	if err != nil {
+		return nil, err
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("open database: create directory for %s: %w", path, err)
 		}
+	}
+	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: SQLite %s: %w", path, err)
+	}
+	conns := opts.MaxOpenConns
+	if conns <= 0 {
+		conns = defaultSQLiteConns
+	}
+	if err := limitPool(db, conns, 0); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// sqliteDSN is the driver's DSN for the database file at path, with the
+// pragmas every connection applies (see openSQLite).
+func sqliteDSN(path string) (string, error) {
+	if strings.HasPrefix(path, "file:") || strings.Contains(path, "?") || path == ":memory:" {
+		return "", fmt.Errorf("open database: SQLite DSN %q must be a plain file path", path)
 	}
 	q := url.Values{}
 	// busy_timeout is applied first by the driver, so the other pragmas
@@ -258,21 +290,14 @@ func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
 	// chunks: the default spills them in 64 KiB buffers, which the pure-Go
 	// allocator maps and unmaps for every statement.
 	q.Add("_pragma", "temp_store(MEMORY)")
+	// No connection checkpoints when it commits: the checkpointer does,
+	// from its own connection (see checkpointer). journal_size_limit
+	// truncates the WAL file when SQLite starts it again after a complete
+	// checkpoint, so a burst does not leave a large file behind.
+	q.Add("_pragma", "wal_autocheckpoint(0)")
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	q.Set("_txlock", "immediate")
-	dsn := path + "?" + q.Encode()
-
-	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open database: SQLite %s: %w", path, err)
-	}
-	conns := opts.MaxOpenConns
-	if conns <= 0 {
-		conns = defaultSQLiteConns
-	}
-	if err := limitPool(db, conns, 0); err != nil {
-		return nil, err
-	}
-	return db, nil
+	return path + "?" + q.Encode(), nil
 }
 
 func openPostgres(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
@@ -322,6 +347,9 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	if s.Group != nil {
 		s.Group.Close()
+	}
+	if s.checkpoints != nil {
+		s.checkpoints.Close()
 	}
 	sqlDB, err := s.DB.DB()
 	if err != nil {
