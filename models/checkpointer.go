@@ -11,7 +11,7 @@ import (
 )
 
 // checkpointer copies SQLite's write-ahead log back into the database file
-// from its own connection, so that no writer does it.
+// from its own connection, so that the writers mostly do not.
 //
 // By default SQLite checkpoints inside the commit that takes the WAL past
 // 1000 pages: that commit copies every page of the log into the database
@@ -19,19 +19,24 @@ import (
 // commits) before it returns. On the chat path the committing connection
 // is the group-commit writer, which every request waits for, and under
 // load a checkpoint came every few dozen batches, so every request paid
-// for the copies and the fsyncs. Here every connection of the pool has
-// automatic checkpoints off (wal_autocheckpoint=0 in openSQLite) and this
-// goroutine runs a PASSIVE checkpoint every checkpointEvery on a
-// connection of its own: PASSIVE takes no lock a writer or reader waits
-// for, so the writer goes on committing while the pages are copied and
-// synced. Pages rewritten by many batches (the ends of the ledger's
-// indexes) are copied once per checkpoint instead of once per 1000 pages.
+// for the copies and the fsyncs. Here this goroutine runs a PASSIVE
+// checkpoint every checkpointEvery on a connection of its own: PASSIVE
+// takes no lock a writer or reader waits for, so the writer goes on
+// committing while the pages are copied and synced, and a page rewritten
+// by many batches is copied once per checkpoint.
+//
+// A checkpoint beside a writer that never pauses never completes, though:
+// frames are appended while it copies, and SQLite writes the WAL from its
+// beginning again only after a complete checkpoint. With automatic
+// checkpoints off, a 2-minute soak grew the WAL to 2.4 GB. So commits still
+// checkpoint, past defaultWALPages (8192 pages, 32 MiB) instead of 1000:
+// such a commit finds all but the last checkpointEvery's frames copied
+// already, copies the rest and completes, and the next commit starts the
+// WAL again. The writer thus checkpoints about eight times less often, and
+// each time copies a fraction of the log.
 //
 // Durability is unchanged: a commit is in the WAL either way; a checkpoint
-// only moves it. SQLite starts writing the WAL from its beginning again
-// once a checkpoint has copied all of it, and journal_size_limit truncates
-// the file then, so the WAL stays bounded while checkpoints keep up (they
-// copy each page once, the writer appends it once per batch).
+// only moves it.
 type checkpointer struct {
 	db   *sql.DB
 	log  *slog.Logger

@@ -3,22 +3,21 @@ package models
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Commits never checkpoint (wal_autocheckpoint=0 on every pooled
-// connection); the checkpointer copies the WAL into the database file from
-// its own connection. Without it the WAL would grow for as long as the
-// gateway writes.
-func TestCheckpointerCopiesTheWALInsteadOfTheWriters(t *testing.T) {
+// The checkpointer copies the WAL into the database file from its own
+// connection; commits checkpoint only past defaultWALPages.
+func TestCheckpointerCopiesTheWAL(t *testing.T) {
 	s := mustOpen(t, Options{Driver: DriverSQLite, DSN: filepath.Join(t.TempDir(), "agentry.db")})
 	ctx := context.Background()
 	var auto int
-	if err := s.DB.Raw("PRAGMA wal_autocheckpoint").Scan(&auto).Error; err != nil || auto != 0 {
-		t.Fatalf("wal_autocheckpoint of a pooled connection = %d, %v; want 0", auto, err)
+	if err := s.DB.Raw("PRAGMA wal_autocheckpoint").Scan(&auto).Error; err != nil || auto != defaultWALPages {
+		t.Fatalf("wal_autocheckpoint of a pooled connection = %d, %v; want %d", auto, err, defaultWALPages)
 	}
 	before := s.checkpoints.copied.Load()
 	filler := strings.Repeat("x", 2000)
@@ -55,4 +54,41 @@ func TestCheckpointerStops(t *testing.T) {
 	default:
 		t.Fatal("the checkpoint loop still runs after Close")
 	}
+}
+
+// A writer that never pauses still gets its WAL started again: a PASSIVE
+// checkpoint beside it never completes (frames arrive while it copies), so
+// the commits themselves must finish the job past the page limit. With
+// checkpoints left to the checkpointer alone, the WAL grew by everything
+// written (2.4 GB in a 2-minute chat soak).
+func TestWALStaysBoundedUnderAWriterThatNeverPauses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentry.db")
+	const pages = 200 // 800 KiB
+	s := mustOpen(t, Options{Driver: DriverSQLite, DSN: path, walPagesForTest: pages})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Readers keep snapshots open now and then, as the API's reads do.
+	go func() {
+		for ctx.Err() == nil {
+			var n int64
+			s.DB.WithContext(ctx).Model(&testWidget{}).Count(&n)
+		}
+	}()
+	row := strings.Repeat("x", 6000)
+	var largest int64
+	const rows = 1200 // 7 MB written
+	for i := range rows {
+		if err := s.DB.Create(&testWidget{Name: fmt.Sprintf("w%d", i), Color: row}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > largest {
+				largest = fi.Size()
+			}
+		}
+	}
+	if limit := int64(6 * pages * 4096); largest > limit {
+		t.Fatalf("the WAL grew to %d bytes under a steady writer (page limit %d pages): it is never started again", largest, pages)
+	}
+	t.Logf("largest WAL: %d bytes", largest)
 }

@@ -45,6 +45,10 @@ const (
 	// defaultPostgresConns leaves room for several gateway processes on a
 	// server with PostgreSQL's default max_connections of 100.
 	defaultPostgresConns = 10
+	// defaultWALPages is the WAL size, in pages, past which a commit
+	// checkpoints (SQLite's default is 1000; see checkpointer for why it
+	// is larger here).
+	defaultWALPages = 8192
 	// walSizeLimit is the size SQLite truncates the WAL file to when it
 	// starts writing it from the beginning again.
 	walSizeLimit = 64 << 20
@@ -72,6 +76,15 @@ type Options struct {
 	// (0: DefaultGroupQueue); past it requests are refused with
 	// ErrOverloaded (503).
 	WriteQueue int
+	// walPagesForTest replaces defaultWALPages (tests).
+	walPagesForTest int
+}
+
+func (o Options) walPages() int {
+	if o.walPagesForTest > 0 {
+		return o.walPagesForTest
+	}
+	return defaultWALPages
 }
 
 // Store is the application database.
@@ -150,7 +163,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.Group = NewGroupCommit(sqlDB, opts.WriteQueue, 0)
-		dsn, _ := sqliteDSN(opts.DSN) // valid: openSQLite took it
+		dsn, _ := sqliteDSN(opts.DSN, opts.walPages()) // valid: openSQLite took it
 		if s.checkpoints, err = startCheckpointer(dsn, log); err != nil {
 			_ = s.Close()
 			return nil, err
@@ -249,7 +262,7 @@ func closeGorm(db *gorm.DB) {
 // fair and cheap, rather than inside SQLite.
 func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
 	path := opts.DSN
-	dsn, err := sqliteDSN(path)
+	dsn, err := sqliteDSN(path, opts.walPages())
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +287,7 @@ func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
 
 // sqliteDSN is the driver's DSN for the database file at path, with the
 // pragmas every connection applies (see openSQLite).
-func sqliteDSN(path string) (string, error) {
+func sqliteDSN(path string, walPages int) (string, error) {
 	if strings.HasPrefix(path, "file:") || strings.Contains(path, "?") || path == ":memory:" {
 		return "", fmt.Errorf("open database: SQLite DSN %q must be a plain file path", path)
 	}
@@ -290,11 +303,13 @@ func sqliteDSN(path string) (string, error) {
 	// chunks: the default spills them in 64 KiB buffers, which the pure-Go
 	// allocator maps and unmaps for every statement.
 	q.Add("_pragma", "temp_store(MEMORY)")
-	// No connection checkpoints when it commits: the checkpointer does,
-	// from its own connection (see checkpointer). journal_size_limit
-	// truncates the WAL file when SQLite starts it again after a complete
-	// checkpoint, so a burst does not leave a large file behind.
-	q.Add("_pragma", "wal_autocheckpoint(0)")
+	// A committing connection checkpoints only past walPages pages: the
+	// checkpointer copies the WAL from its own connection meanwhile (see
+	// checkpointer), so that commit finds little left to copy.
+	// journal_size_limit truncates the WAL file when SQLite starts it
+	// again after a complete checkpoint, so a burst does not leave a large
+	// file behind.
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walPages))
 	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	q.Set("_txlock", "immediate")
 	return path + "?" + q.Encode(), nil

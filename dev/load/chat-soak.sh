@@ -5,6 +5,9 @@
 # sustained load shows. Ends with the RSS of the first and the last minute and their ratio.
 # Usage (from the project root): dev/load/chat-soak.sh [path/to/agentryd] [MINUTES (default 10)]
 # BENCH_DIR (default ../shared/bench) holds the fake upstream and the load generator.
+# SOAK_PROFILES=DIR also serves the profiler and saves, after each minute, the gateway's heap
+# profile (DIR/heap-N.pprof) and Go's memory statistics (DIR/memstats-N.txt), to tell Go heap
+# growth from memory outside it (SQLite's allocator): compare them with `go tool pprof -base`.
 set -eu
 ROOT=$(pwd)
 BENCH=${BENCH_DIR:-$ROOT/../shared/bench}
@@ -15,9 +18,15 @@ T=$(mktemp -d); PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$T"' EXIT
 . "$ROOT/dev/load/lib.sh"
 build_bench
-FP=$(port); GP=$(port); TP=$(port)
+FP=$(port); GP=$(port); TP=$(port); MP=$(port)
 "$T/fake" -addr 127.0.0.1:$FP > /dev/null 2>&1 & PIDS+=($!)
-bench_workspace "$T/ws" "$GP" "$TP" "$FP"
+PROF=${SOAK_PROFILES:-}
+if [ -n "$PROF" ]; then
+  mkdir -p "$PROF"
+  bench_workspace "$T/ws" "$GP" "$TP" "$FP" hard "telemetry: {metrics: {enabled: true, listen: \"127.0.0.1:$MP\", pprof: true}}"
+else
+  bench_workspace "$T/ws" "$GP" "$TP" "$FP"
+fi
 HOME=$T AGENTRY_WORKSPACE=$T/ws AGENTRY_CONFIG_PATH=$T/ws/config.yaml "$AGD" > "$T/gw.log" 2>&1 & GW=$!; PIDS+=($GW)
 for _ in $(seq 1 240); do curl -sf -o /dev/null "http://127.0.0.1:$GP/health" && break; sleep 0.5; done
 rss() { awk '/VmRSS/ {printf "%d", $2/1024}' /proc/$GW/status; }
@@ -28,6 +37,10 @@ first=""; last=""
 for m in $(seq 1 "$MINUTES"); do
   out=$("$T/loadgen" -url "http://127.0.0.1:$GP/api/v1/chat" -c 64 -d 60s -body "$CHAT_BODY" -auth "$BENCH_AUTH")
   r=$(rss); first=${first:-$r}; last=$r
+  if [ -n "$PROF" ]; then
+    curl -s -o "$PROF/heap-$m.pprof" "http://127.0.0.1:$MP/debug/pprof/heap"
+    curl -s "http://127.0.0.1:$MP/debug/pprof/heap?debug=1" | sed -n '/^# runtime.MemStats/,$p' > "$PROF/memstats-$m.txt"
+  fi
   echo "| $m | $(field "$out" rps) | $(( $(field "$out" errors) + $(field "$out" non200) )) | $(field "$out" p50) | $(field "$out" p99) | $r | $(du -sm "$T/ws/data" | cut -f1) |"
 done
 python3 -c "import sys; a,b=int(sys.argv[1]),int(sys.argv[2]); print('RSS after minute 1: %d MiB, after minute %s: %d MiB (x%.2f)' % (a, sys.argv[3], b, b/a))" "$first" "$last" "$MINUTES"
