@@ -168,7 +168,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
-		s.history = newHistoryCache(historyKeep, historySessions)
+		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
 		if err := s.primeHistory(ctx); err != nil {
 			_ = s.Close()
 			return nil, err

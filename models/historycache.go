@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"hash/maphash"
 	"sync"
+	"unsafe"
 )
 
 // historyCache keeps the newest messages of recently used sessions in
@@ -31,7 +32,9 @@ import (
 // answered without a read. A hash collision only costs a read.
 type historyCache struct {
 	keep, max int
+	maxBytes  int // bound of the cached messages' size (messageBytes)
 	seed      maphash.Seed
+	bytes     int // size of the cached messages
 
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *historyEntry
@@ -45,6 +48,7 @@ type historyCache struct {
 type historyEntry struct {
 	session string
 	msgs    []ChatMessage
+	bytes   int // messageBytes of msgs
 }
 
 type historyLoad struct {
@@ -53,15 +57,34 @@ type historyLoad struct {
 }
 
 // History cache bounds: messages kept per session (more than the chat
-// service's 50-message history) and sessions kept (about 64 MiB with short
-// messages at the bound; idle sessions are evicted first).
+// service's 50-message history), sessions kept, and the size of the
+// messages kept. The size bound is what holds memory: a count of sessions
+// alone let the cache grow with the length of the messages (10,000 sessions
+// of 64 messages of a few KiB each are gigabytes), and under a steady load
+// of returning sessions it grew by about 10 MiB a minute towards it.
+// Least recently used sessions are evicted first.
 const (
 	historyKeep     = 64
 	historySessions = 10_000
+	historyBytes    = 32 << 20
 )
 
-func newHistoryCache(keep, sessions int) *historyCache {
-	return &historyCache{keep: keep, max: sessions, seed: maphash.MakeSeed(), entries: map[string]*list.Element{}, lru: list.New(),
+// messageOverhead is what a cached message costs besides its strings' bytes
+// (the struct and the strings' headers).
+const messageOverhead = int(unsafe.Sizeof(ChatMessage{}))
+
+// messageBytes is the memory the cache counts for msgs.
+func messageBytes(msgs []ChatMessage) int {
+	n := 0
+	for i := range msgs {
+		m := &msgs[i]
+		n += messageOverhead + len(m.SessionID) + len(m.RunID) + len(m.Role) + len(m.Content) + len(m.ToolCalls) + len(m.ToolCallID) + len(m.Name)
+	}
+	return n
+}
+
+func newHistoryCache(keep, sessions, maxBytes int) *historyCache {
+	return &historyCache{keep: keep, max: sessions, maxBytes: maxBytes, seed: maphash.MakeSeed(), entries: map[string]*list.Element{}, lru: list.New(),
 		loading: map[string]*historyLoad{}}
 }
 
@@ -162,22 +185,38 @@ func (c *historyCache) appended(session string, msgs []ChatMessage) {
 		// Not the continuation of what the entry holds (two writers of
 		// one session committed in an order their updates did not keep):
 		// forget it, the next read loads it again.
-		c.lru.Remove(el)
-		delete(c.entries, session)
+		c.remove(el)
 		return
 	}
 	e.msgs = append(e.msgs, msgs...)
 	if over := len(e.msgs) - c.keep; over > 0 {
 		e.msgs = append(e.msgs[:0:0], e.msgs[over:]...)
 	}
+	c.bytes -= e.bytes
+	e.bytes = messageBytes(e.msgs)
+	c.bytes += e.bytes
 	c.lru.MoveToFront(el)
+	c.evict()
 }
 
 func (c *historyCache) put(session string, msgs []ChatMessage) {
-	c.entries[session] = c.lru.PushFront(&historyEntry{session: session, msgs: msgs})
-	for c.lru.Len() > c.max {
-		old := c.lru.Back()
-		c.lru.Remove(old)
-		delete(c.entries, old.Value.(*historyEntry).session)
+	e := &historyEntry{session: session, msgs: msgs, bytes: messageBytes(msgs)}
+	c.entries[session] = c.lru.PushFront(e)
+	c.bytes += e.bytes
+	c.evict()
+}
+
+// evict drops the least recently used sessions while the cache is over a
+// bound (a session larger than the size bound alone is not kept either).
+func (c *historyCache) evict() {
+	for c.lru.Len() > 0 && (c.lru.Len() > c.max || c.bytes > c.maxBytes) {
+		c.remove(c.lru.Back())
 	}
+}
+
+func (c *historyCache) remove(el *list.Element) {
+	e := el.Value.(*historyEntry)
+	c.lru.Remove(el)
+	delete(c.entries, e.session)
+	c.bytes -= e.bytes
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -93,7 +94,7 @@ func TestHistoryCacheMatchesTheDatabase(t *testing.T) {
 // TestHistoryCacheLoadRacingAWrite: a load that read before a write
 // committed does not cache what it read.
 func TestHistoryCacheLoadRacingAWrite(t *testing.T) {
-	c := newHistoryCache(4, 10)
+	c := newHistoryCache(4, 10, 1<<20)
 	c.prime([]string{"s"})
 	load := c.startLoad("s")
 	old := []ChatMessage{{Seq: 1}, {Seq: 2}}
@@ -118,5 +119,41 @@ func TestHistoryCacheLoadRacingAWrite(t *testing.T) {
 	c.appended("s", []ChatMessage{{Seq: 9}}) // not the continuation: forgotten
 	if _, ok := c.get("s", 1); ok {
 		t.Fatal("a gap in the sequence was cached")
+	}
+}
+
+// The cache is bounded by the size of its messages, not only by sessions:
+// long messages evict the least recently used sessions, and the count it
+// keeps matches what it holds after appends, trims and evictions.
+func TestHistoryCacheBoundedBySize(t *testing.T) {
+	long := strings.Repeat("x", 10_000)
+	c := newHistoryCache(4, 1000, 100_000) // room for about 9 messages of 10 kB
+	c.prime(nil)
+	for i := range 30 {
+		s := fmt.Sprintf("s%d", i)
+		c.appended(s, []ChatMessage{{Seq: 1, Content: long}, {Seq: 2, Content: long}})
+		c.appended(s, []ChatMessage{{Seq: 3, Content: long}})
+	}
+	if c.bytes > c.maxBytes {
+		t.Fatalf("cache holds %d bytes, bound %d", c.bytes, c.maxBytes)
+	}
+	total := 0
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		total += messageBytes(el.Value.(*historyEntry).msgs)
+	}
+	if total != c.bytes {
+		t.Fatalf("counted %d bytes, holds %d", c.bytes, total)
+	}
+	if _, ok := c.get("s29", 3); !ok {
+		t.Fatal("the most recent session was evicted")
+	}
+	if _, ok := c.get("s0", 3); ok {
+		t.Fatal("the oldest session is still cached past the size bound")
+	}
+	// A session larger than the whole bound is not kept.
+	huge := strings.Repeat("y", 200_000)
+	c.appended("big", []ChatMessage{{Seq: 1, Content: huge}})
+	if _, ok := c.get("big", 1); ok || c.bytes > c.maxBytes {
+		t.Fatalf("a session over the bound was kept (%d bytes cached)", c.bytes)
 	}
 }
