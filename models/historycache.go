@@ -66,16 +66,17 @@ type historyLoad struct {
 const (
 	historyKeep     = 64
 	historySessions = 10_000
-	historyBytes    = 32 << 20
+	historyBytes    = 16 << 20
 )
 
 // messageOverhead is what a cached message costs besides its strings' bytes
 // (the struct and the strings' headers).
 const messageOverhead = int(unsafe.Sizeof(ChatMessage{}))
 
-// messageBytes is the memory the cache counts for msgs.
+// messageBytes is the memory the cache counts for msgs, spare capacity
+// included.
 func messageBytes(msgs []ChatMessage) int {
-	n := 0
+	n := (cap(msgs) - len(msgs)) * messageOverhead
 	for i := range msgs {
 		m := &msgs[i]
 		n += messageOverhead + len(m.SessionID) + len(m.RunID) + len(m.Role) + len(m.Content) + len(m.ToolCalls) + len(m.ToolCallID) + len(m.Name)
