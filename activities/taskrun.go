@@ -180,19 +180,24 @@ func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workfl
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
 	}
 	key := in.Run.Key()
+	var msgs, opening []llm.Message
+	var err error
 	if in.Turn == 1 {
-		// The opening messages come from the snapshot; writing them again
-		// (a retried first turn) stores the same rows.
-		if err := putOpening(ctx, log, key, snap.Agent, in.Messages); err != nil {
+		// The opening messages come from the snapshot; they are stored
+		// with the turn's answer, in one write (a retried first turn
+		// stores the same rows again).
+		if opening, err = openingMessages(snap.Agent, in.Messages); err != nil {
 			return nil, err
 		}
-	}
-	msgs, err := log.Messages(ctx, key, in.Messages)
-	if errors.Is(err, runlog.ErrOutOfStep) {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
-	}
-	if err != nil {
-		return nil, err
+		msgs = opening
+	} else {
+		msgs, err = log.Messages(ctx, key, in.Messages)
+		if errors.Is(err, runlog.ErrOutOfStep) {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	ag := snap.Agent
 	meta.DataClassification = in.Run.DataClassification
@@ -207,7 +212,8 @@ func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workfl
 	if err != nil {
 		return nil, LLMStepError(ctx, err)
 	}
-	if err := log.Put(ctx, key, in.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}); err != nil {
+	answer := llm.Message{Role: llm.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}
+	if err := log.PutFrom(ctx, key, in.Messages-len(opening), append(opening[:len(opening):len(opening)], answer)...); err != nil {
 		return nil, err
 	}
 	light := *resp
@@ -225,9 +231,9 @@ func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workfl
 	return &light, nil
 }
 
-// putOpening stores the messages a run opens with (system prompt, earlier
-// conversation, user text), which must be the n the loop counted.
-func putOpening(ctx context.Context, log *runlog.Log, key string, in agent.Input, n int) error {
+// openingMessages are the messages a run opens with (system prompt,
+// earlier conversation, user text), which must be the n the loop counted.
+func openingMessages(in agent.Input, n int) ([]llm.Message, error) {
 	var msgs []llm.Message
 	if in.SystemPrompt != "" {
 		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: in.SystemPrompt})
@@ -236,14 +242,9 @@ func putOpening(ctx context.Context, log *runlog.Log, key string, in agent.Input
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: in.UserText})
 	if len(msgs) != n {
 		err := fmt.Errorf("%w: the run opens with %d messages, the workflow counts %d", runlog.ErrOutOfStep, len(msgs), n)
-		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
 	}
-	for i, m := range msgs {
-		if err := log.Put(ctx, key, i, m); err != nil {
-			return err
-		}
-	}
-	return nil
+	return msgs, nil
 }
 
 // fitsPayload refuses a step result too large for a run's history.

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -47,16 +48,51 @@ type RunSnapshot struct {
 
 // PutRunMessage stores (or replaces) the message at seq of a run.
 func (s *Store) PutRunMessage(ctx context.Context, m RunMessage) error {
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = time.Now().UTC()
+	return s.PutRunMessages(ctx, m)
+}
+
+// putRunMessageSQL is PutRunMessage's statement for the group commit.
+const putRunMessageSQL = `INSERT INTO run_messages (run_key, seq, role, body, blob_sha256, size_bytes, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_key, seq) DO UPDATE SET role = excluded.role, body = excluded.body,
+blob_sha256 = excluded.blob_sha256, size_bytes = excluded.size_bytes, created_at = excluded.created_at`
+
+// PutRunMessages stores (or replaces) messages of runs in one
+// transaction. On SQLite they go through the group commit (a prepared
+// statement, one commit for every write of the batch) and it returns once
+// they are committed; each run step writes one to three of them, the
+// hottest writes of a task run.
+func (s *Store) PutRunMessages(ctx context.Context, ms ...RunMessage) error {
+	if len(ms) == 0 {
+		return nil
 	}
-	m.ID = 0
-	err := s.DB.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "run_key"}, {Name: "seq"}},
-		DoUpdates: clause.AssignmentColumns([]string{"role", "body", "blob_sha256", "size_bytes", "created_at"}),
-	}).Create(&m).Error
+	now := time.Now().UTC()
+	for i := range ms {
+		if ms[i].CreatedAt.IsZero() {
+			ms[i].CreatedAt = now
+		}
+		ms[i].ID = 0
+	}
+	var err error
+	if s.Group != nil {
+		err = s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			for _, m := range ms {
+				if err := s.Group.Exec(ctx, tx, putRunMessageSQL, m.RunKey, m.Seq, m.Role, m.Body, m.BlobSHA256, m.SizeBytes, m.CreatedAt); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = s.DB.WithContext(ctx).Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "run_key"}, {Name: "seq"}},
+			DoUpdates: clause.AssignmentColumns([]string{"role", "body", "blob_sha256", "size_bytes", "created_at"}),
+		}).Create(&ms).Error
+	}
 	if err != nil {
-		return fmt.Errorf("store message %d of run %s: %w", m.Seq, m.RunKey, err)
+		if len(ms) == 1 {
+			return fmt.Errorf("store message %d of run %s: %w", ms[0].Seq, ms[0].RunKey, err)
+		}
+		return fmt.Errorf("store %d messages of run %s: %w", len(ms), ms[0].RunKey, err)
 	}
 	return nil
 }

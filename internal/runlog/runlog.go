@@ -54,9 +54,28 @@ type message struct {
 // Put stores the message at position seq of run key (replacing what a
 // failed earlier attempt of the same step may have left there).
 func (l *Log) Put(ctx context.Context, key string, seq int, m llm.Message) error {
+	return l.PutFrom(ctx, key, seq, m)
+}
+
+// PutFrom stores msgs at positions from, from+1, ... of run key in one
+// write (replacing what a failed earlier attempt may have left there).
+func (l *Log) PutFrom(ctx context.Context, key string, from int, msgs ...llm.Message) error {
+	rows := make([]models.RunMessage, 0, len(msgs))
+	for i, m := range msgs {
+		row, err := l.row(key, from+i, m)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+	}
+	return l.Store.PutRunMessages(ctx, rows...)
+}
+
+// row encodes the message at seq (a large body goes to a blob file).
+func (l *Log) row(key string, seq int, m llm.Message) (models.RunMessage, error) {
 	body, err := json.Marshal(message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name})
 	if err != nil {
-		return fmt.Errorf("encode message %d of run %s: %w", seq, key, err)
+		return models.RunMessage{}, fmt.Errorf("encode message %d of run %s: %w", seq, key, err)
 	}
 	row := models.RunMessage{RunKey: key, Seq: seq, Role: m.Role, SizeBytes: int64(len(body))}
 	inline := l.InlineBytes
@@ -66,9 +85,9 @@ func (l *Log) Put(ctx context.Context, key string, seq int, m llm.Message) error
 	if len(body) <= inline {
 		row.Body = string(body)
 	} else if row.BlobSHA256, err = l.putBlob(body); err != nil {
-		return err
+		return models.RunMessage{}, err
 	}
-	return l.Store.PutRunMessage(ctx, row)
+	return row, nil
 }
 
 // Messages returns the first n messages of run key (positions 0..n-1).
@@ -250,13 +269,10 @@ func (l *Log) CopyPrefix(ctx context.Context, from, to string, n int) error {
 	if len(rows) != n {
 		return fmt.Errorf("%w: run %s has %d of the %d messages to copy", ErrOutOfStep, from, len(rows), n)
 	}
-	for _, row := range rows {
-		row.RunKey = to
-		if err := l.Store.PutRunMessage(ctx, row); err != nil {
-			return err
-		}
+	for i := range rows {
+		rows[i].RunKey = to
 	}
-	return nil
+	return l.Store.PutRunMessages(ctx, rows...)
 }
 
 // Delete removes the messages of run key.
