@@ -148,6 +148,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	if err := registerFullNote(db, s); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
 	if err := s.Ping(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -163,6 +167,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.Group = NewGroupCommit(sqlDB, opts.WriteQueue, 0)
+		s.Group.onFull = s.NoteStorageFull
 		dsn, _ := sqliteDSN(opts.DSN, opts.walPages()) // valid: openSQLite took it
 		if s.checkpoints, err = startCheckpointer(dsn, log); err != nil {
 			_ = s.Close()

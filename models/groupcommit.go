@@ -47,6 +47,10 @@ type GroupCommit struct {
 	// changed once, before its commit.
 	counters *counterBook
 
+	// onFull, when set, is called when a batch is refused for lack of
+	// space (Store.NoteStorageFull).
+	onFull func()
+
 	// stats (read by benchmarks and tests through Stats).
 	mu              sync.Mutex
 	batches, writes int64
@@ -340,6 +344,9 @@ func (g *GroupCommit) commit(batch []*commitJob, errs []error) {
 				}
 			}
 			live = 0
+		}
+		if g.onFull != nil && IsStorageFull(err) {
+			g.onFull()
 		}
 	}
 	g.mu.Lock()

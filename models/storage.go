@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
 	"modernc.org/sqlite"
 )
 
@@ -65,6 +66,37 @@ const storageFullWindow = 15 * time.Second
 // CheckWritable keeps failing for storageFullWindow after it even when its
 // own small probe row still fits (SQLite reuses space its WAL file holds).
 func (s *Store) NoteStorageFull() { s.storageFullAt.Store(time.Now().UnixNano()) }
+
+// StorageFullRecently reports whether the database refused a write for lack
+// of space within storageFullWindow. Every refused write of the store
+// notes it (registerFullNote, the group commit), so work that retries
+// somewhere nobody looks (a local activity inside a workflow task) still
+// shows as stalled by it.
+func (s *Store) StorageFullRecently() bool {
+	at := s.storageFullAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < storageFullWindow
+}
+
+// registerFullNote notes every write GORM runs that the database refuses
+// for lack of space (NoteStorageFull).
+func registerFullNote(db *gorm.DB, s *Store) error {
+	note := func(tx *gorm.DB) {
+		if IsStorageFull(tx.Error) {
+			s.NoteStorageFull()
+		}
+	}
+	cb := db.Callback()
+	if err := cb.Create().After("gorm:create").Register("agentry:note_full_create", note); err != nil {
+		return err
+	}
+	if err := cb.Update().After("gorm:update").Register("agentry:note_full_update", note); err != nil {
+		return err
+	}
+	if err := cb.Delete().After("gorm:delete").Register("agentry:note_full_delete", note); err != nil {
+		return err
+	}
+	return cb.Raw().After("gorm:raw").Register("agentry:note_full_raw", note)
+}
 
 // CheckWritable pings the database and then writes one small row, so a full
 // disk shows in /health instead of only in the answers of failing writes.

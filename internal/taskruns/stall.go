@@ -45,5 +45,12 @@ func (r *Service) StallReason(ctx context.Context, run *models.TaskRun) string {
 		}
 		return scrub.String(fmt.Sprintf("step %s failed %d times (%s): %s", pa.GetActivityType().GetName(), pa.GetAttempt()-1, state, msg))
 	}
+	// A step Temporal does not list (the start and finish of a run are
+	// local activities, retried inside a workflow task) may be the one
+	// refused: every step writes, so a database refusing writes stalls the
+	// run wherever it is.
+	if r.Store != nil && r.Store.StorageFullRecently() {
+		return "the run cannot record its progress: " + models.ErrStorageFull.Error()
+	}
 	return ""
 }
