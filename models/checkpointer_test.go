@@ -33,8 +33,8 @@ func TestCheckpointerCopiesTheWAL(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// A checkpoint runs beside a writer: PASSIVE takes no lock the writer
-	// waits for.
+	// A checkpoint asked for explicitly succeeds on the checkpointer's own
+	// connection while the pool stays open.
 	if err := s.checkpoints.checkpoint(ctx, "PASSIVE"); err != nil {
 		t.Fatal(err)
 	}

@@ -203,13 +203,13 @@ func openSQLiteRetrying(ctx context.Context, opts Options, cfg *gorm.Config) (*g
 	for attempt := 1; ; attempt++ {
 		db, err := openSQLite(opts, cfg)
 		if err == nil {
-			err = pingSQLite(ctx, db)
-			if err != nil {
-				closeGorm(db)
+			if err = pingSQLite(ctx, db); err == nil {
+				return db, nil
 			}
+			closeGorm(db)
 		}
-		if err == nil || !transient(err) || time.Now().After(deadline) {
-			return db, err
+		if !transient(err) || time.Now().After(deadline) {
+			return nil, err
 		}
 		// Spread the retries of processes that collided.
 		pause := time.Duration(attempt*5+rand.IntN(20)) * time.Millisecond

@@ -345,8 +345,15 @@ func (g *GroupCommit) commit(batch []*commitJob, errs []error) {
 			}
 			live = 0
 		}
-		if g.onFull != nil && IsStorageFull(err) {
-			g.onFull()
+	}
+	if g.onFull != nil {
+		// A refusal for lack of space, of one job's statement or of the
+		// commit (which every job then carries).
+		for _, err := range errs {
+			if IsStorageFull(err) {
+				g.onFull()
+				break
+			}
 		}
 	}
 	g.mu.Lock()

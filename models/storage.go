@@ -73,8 +73,19 @@ func (s *Store) NoteStorageFull() { s.storageFullAt.Store(time.Now().UnixNano())
 // somewhere nobody looks (a local activity inside a workflow task) still
 // shows as stalled by it.
 func (s *Store) StorageFullRecently() bool {
+	_, full := s.storageFullAgo()
+	return full
+}
+
+// storageFullAgo is how long ago the last refused write was, and whether
+// that is within storageFullWindow.
+func (s *Store) storageFullAgo() (time.Duration, bool) {
 	at := s.storageFullAt.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) < storageFullWindow
+	if at == 0 {
+		return 0, false
+	}
+	ago := time.Since(time.Unix(0, at))
+	return ago, ago < storageFullWindow
 }
 
 // registerFullNote notes every write GORM runs that the database refuses
@@ -104,10 +115,8 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return err
 	}
-	if at := s.storageFullAt.Load(); at != 0 {
-		if ago := time.Since(time.Unix(0, at)); ago < storageFullWindow {
-			return fmt.Errorf("%s database refused a write %s ago: %w", s.Driver, ago.Round(time.Second), ErrStorageFull)
-		}
+	if ago, full := s.storageFullAgo(); full {
+		return fmt.Errorf("%s database refused a write %s ago: %w", s.Driver, ago.Round(time.Second), ErrStorageFull)
 	}
 	err := s.DB.WithContext(ctx).Exec(
 		`INSERT INTO health_probes (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at`,
