@@ -156,3 +156,37 @@ func (b *counterBook) flush(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// has reports whether key's value is in memory (no read needed).
+func (b *counterBook) has(key string) bool {
+	if _, ok := b.changed[key]; ok {
+		return true
+	}
+	_, ok := b.held[key]
+	return ok
+}
+
+// decisionValues are the counters of keys (sorted) as an admission decides
+// on them: what the database holds plus what journaled admissions reserve
+// (admissionJournal). With a nil tx (a journaled admission outside the
+// batch's transaction) a counter not in memory asks for the transaction
+// (errNeedsTx).
+func (g *GroupCommit) decisionValues(ctx context.Context, tx *sql.Tx, keys []string) ([]CounterValue, error) {
+	if tx == nil {
+		for _, k := range keys {
+			if !g.counters.has(k) {
+				return nil, errNeedsTx
+			}
+		}
+	}
+	vs, err := g.counters.values(ctx, tx, keys)
+	if err != nil {
+		return nil, err
+	}
+	if g.journal != nil {
+		for i := range vs {
+			vs[i].ReservedMicros += g.journal.reservedFor(vs[i].Key)
+		}
+	}
+	return vs, nil
+}

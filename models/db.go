@@ -78,6 +78,9 @@ type Options struct {
 	WriteQueue int
 	// walPagesForTest replaces defaultWALPages (tests).
 	walPagesForTest int
+	// noJournalForTest admits through SQLite commits, as a process
+	// without the admission journal's lock does (tests, benchmarks).
+	noJournalForTest bool
 }
 
 func (o Options) walPages() int {
@@ -166,8 +169,22 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
-		s.Group = NewGroupCommit(sqlDB, opts.WriteQueue, 0)
+		var journal *admissionJournal
+		var left []journalLine
+		if !opts.noJournalForTest {
+			if journal, left, err = openAdmissionJournal(opts.DSN); err != nil {
+				_ = s.Close()
+				return nil, fmt.Errorf("open database: %w", err)
+			}
+		}
+		s.Group = newGroupCommit(sqlDB, opts.WriteQueue, 0, journal)
 		s.Group.onFull = s.NoteStorageFull
+		if journal != nil {
+			if err := s.Group.recoverJournal(ctx, unfinished(left)); err != nil {
+				_ = s.Close()
+				return nil, fmt.Errorf("open database: %w", err)
+			}
+		}
 		dsn, _ := sqliteDSN(opts.DSN, opts.walPages()) // valid: openSQLite took it
 		if s.checkpoints, err = startCheckpointer(dsn, log); err != nil {
 			_ = s.Close()

@@ -47,6 +47,12 @@ type GroupCommit struct {
 	// changed once, before its commit.
 	counters *counterBook
 
+	// journal, when set, holds admissions instead of committing them
+	// (admissionJournal); dueTimer wakes the writer when the oldest is to be
+	// written to the database.
+	journal  *admissionJournal
+	dueTimer *time.Timer
+
 	// onFull, when set, is called when a batch is refused for lack of
 	// space (Store.NoteStorageFull).
 	onFull func()
@@ -63,6 +69,10 @@ type commitJob struct {
 	// then, when set, receives the outcome instead of a waiting caller
 	// (Enqueue); it runs on the writer's goroutine.
 	then func(error)
+	// noTx marks a journaled admission: it runs without the batch's
+	// transaction (nil tx) unless it asks for it with errNeedsTx, so a
+	// batch of admissions alone commits nothing to SQLite.
+	noTx bool
 }
 
 // Group commit limits.
@@ -85,6 +95,11 @@ var errGroupClosed = errors.New("database writer stopped")
 // NewGroupCommit starts the writer over db. queue and maxBatch of 0 take
 // the defaults.
 func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
+	return newGroupCommit(db, queue, maxBatch, nil)
+}
+
+// newGroupCommit starts the writer, with an admission journal when j is set.
+func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal) *GroupCommit {
 	if queue <= 0 {
 		queue = DefaultGroupQueue
 	}
@@ -92,8 +107,12 @@ func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
 		maxBatch = DefaultGroupBatch
 	}
 	g := &GroupCommit{db: db, jobs: make(chan *commitJob, queue), maxBatch: maxBatch, stmts: map[string]*sql.Stmt{}, unprepared: map[string]bool{},
-		closed: make(chan struct{}), stopped: make(chan struct{})}
+		closed: make(chan struct{}), stopped: make(chan struct{}), journal: j}
 	g.counters = newCounterBook(g)
+	if j != nil {
+		g.dueTimer = time.NewTimer(time.Hour)
+		g.dueTimer.Stop()
+	}
 	go g.run()
 	return g
 }
@@ -109,13 +128,21 @@ var jobPool = sync.Pool{New: func() any { return &commitJob{done: make(chan erro
 // caller that gives up does not tear a batch apart; its writes land or fail
 // with it.
 func (g *GroupCommit) Do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return g.do(ctx, fn, false)
+	return g.do(ctx, fn, false, false)
 }
 
 // Admit is Do for new work (a cost admission): when the queue is full it
 // fails at once with ErrOverloaded instead of waiting.
 func (g *GroupCommit) Admit(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return g.do(ctx, fn, true)
+	return g.do(ctx, fn, true, false)
+}
+
+// admitJournaled is Admit for an admission that journals itself (see
+// admissionJournal): fn gets a nil tx, or the batch's transaction after it
+// returned errNeedsTx. Its caller is answered once the batch's journal
+// lines are written.
+func (g *GroupCommit) admitJournaled(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return g.do(ctx, fn, true, true)
 }
 
 // Enqueue queues fn like Do but does not wait for its commit: then
@@ -132,7 +159,7 @@ func (g *GroupCommit) Enqueue(ctx context.Context, fn func(ctx context.Context, 
 	default:
 	}
 	j := jobPool.Get().(*commitJob)
-	j.ctx, j.fn, j.then = context.WithoutCancel(ctx), fn, then
+	j.ctx, j.fn, j.then, j.noTx = context.WithoutCancel(ctx), fn, then, false
 	select {
 	case g.jobs <- j:
 		return true
@@ -160,14 +187,14 @@ func commitsLater(ctx context.Context) bool {
 	return v
 }
 
-func (g *GroupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, shed bool) error {
+func (g *GroupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, shed, noTx bool) error {
 	select {
 	case <-g.closed:
 		return errGroupClosed
 	default:
 	}
 	j := jobPool.Get().(*commitJob)
-	j.ctx, j.fn = context.WithoutCancel(ctx), fn
+	j.ctx, j.fn, j.noTx = context.WithoutCancel(ctx), fn, noTx
 	if shed {
 		select {
 		case g.jobs <- j:
@@ -274,12 +301,16 @@ func (g *GroupCommit) Stats() (batches, writes int64) {
 
 func (g *GroupCommit) run() {
 	defer close(g.stopped)
+	defer g.closeJournal()
 	batch := make([]*commitJob, 0, g.maxBatch)
 	errs := make([]error, g.maxBatch)
 	for {
 		var first *commitJob
+		due := g.armDueTimer()
 		select {
 		case first = <-g.jobs:
+		case <-due:
+			// Journaled admissions held too long: a batch of their own.
 		case <-g.closed:
 			// Run what is still queued, then stop.
 			select {
@@ -288,7 +319,10 @@ func (g *GroupCommit) run() {
 				return
 			}
 		}
-		batch = append(batch[:0], first)
+		batch = batch[:0]
+		if first != nil {
+			batch = append(batch, first)
+		}
 	fill:
 		for len(batch) < g.maxBatch {
 			select {
@@ -298,7 +332,11 @@ func (g *GroupCommit) run() {
 				break fill
 			}
 		}
-		g.commit(batch, errs[:len(batch)])
+		var held []*deferredAdmission
+		if g.journal != nil {
+			held = g.journal.due(false)
+		}
+		g.commit(batch, errs[:len(batch)], held)
 		for i, j := range batch {
 			batch[i] = nil
 			if j.then != nil {
@@ -313,6 +351,42 @@ func (g *GroupCommit) run() {
 	}
 }
 
+// armDueTimer sets the timer of the oldest journaled admission and returns
+// its channel (nil: nothing held, or no journal).
+func (g *GroupCommit) armDueTimer() <-chan time.Time {
+	if g.journal == nil {
+		return nil
+	}
+	at, ok := g.journal.nextDue()
+	if !ok {
+		return nil
+	}
+	g.dueTimer.Reset(max(time.Until(at), time.Millisecond))
+	return g.dueTimer.C
+}
+
+// closeJournal writes the admissions still held to the database when the
+// writer stops, then empties and closes the journal (what cannot be
+// written stays in it for the next start's recovery).
+func (g *GroupCommit) closeJournal() {
+	j := g.journal
+	if j == nil {
+		return
+	}
+	g.dueTimer.Stop()
+	if held := j.due(true); len(held) > 0 {
+		g.commit(nil, nil, held)
+	}
+	if len(j.deferred) == 0 && len(j.doneToDo) == 0 {
+		_ = j.reset()
+	}
+	j.close()
+}
+
+// heldFailed is tryCommit's failed index when writing the held admissions
+// failed: they stay held, and the batch runs again without them.
+const heldFailed = -2
+
 // commit runs one batch in one transaction. A job that fails is dropped
 // with its error and the batch runs again without it (its writes, and the
 // others' so far, were rolled back with the transaction). Jobs are written
@@ -321,17 +395,20 @@ func (g *GroupCommit) run() {
 // copy every page a job touches to a sub-journal, which cost more than
 // the jobs themselves. A busy database (another process or connection
 // holding the write lock past busy_timeout) repeats the batch a few times.
-func (g *GroupCommit) commit(batch []*commitJob, errs []error) {
+// held are journaled admissions to write to the database in this batch.
+func (g *GroupCommit) commit(batch []*commitJob, errs []error, held []*deferredAdmission) {
 	for i := range errs {
 		errs[i] = nil
 	}
 	live := len(batch)
 	busy := 0
-	for live > 0 {
-		failed, err := g.tryCommit(batch, errs)
+	for live > 0 || len(held) > 0 {
+		failed, err := g.tryCommit(batch, errs, held)
 		switch {
-		case err == nil && failed < 0:
-			live = 0 // committed
+		case err == nil && failed == -1:
+			live, held = 0, nil // committed
+		case err == nil && failed == heldFailed:
+			held = nil // written by a later batch
 		case err == nil:
 			live-- // drop the failed job, run the others again
 		case transient(err) && busy < 4:
@@ -343,7 +420,7 @@ func (g *GroupCommit) commit(batch []*commitJob, errs []error) {
 					errs[i] = err
 				}
 			}
-			live = 0
+			live, held = 0, nil
 		}
 	}
 	if g.onFull != nil {
@@ -364,22 +441,74 @@ func (g *GroupCommit) commit(batch []*commitJob, errs []error) {
 
 // tryCommit runs the jobs without an error yet and commits. failed is the
 // index of a job that failed (its error is in errs; the transaction was
-// rolled back), or -1; err is a failure of the transaction itself.
-func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error) (failed int, err error) {
+// rolled back), heldFailed, or -1; err is a failure of the transaction
+// itself. The transaction is begun by the first job that needs it: a batch
+// of journaled admissions alone begins none.
+func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferredAdmission) (failed int, err error) {
 	ctx := context.Background()
-	tx, err := g.db.BeginTx(ctx, nil)
-	if err != nil {
-		return -1, fmt.Errorf("begin: %w", err)
+	var tx *sql.Tx
+	begin := func() error {
+		if tx != nil {
+			return nil
+		}
+		var err error
+		if tx, err = g.db.BeginTx(ctx, nil); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		return nil
+	}
+	rollback := func() {
+		if tx != nil {
+			tx.Rollback()
+		}
 	}
 	g.counters.begin()
 	committed := false
 	defer func() { g.counters.end(committed) }()
+	jr := g.journal
+	if jr != nil {
+		jr.begin()
+	}
+	if len(held) > 0 {
+		if err := begin(); err != nil {
+			return -1, err
+		}
+		for _, d := range held {
+			if err := g.writeAdmission(ctx, tx, d); err != nil {
+				tx.Rollback()
+				if transient(err) {
+					return -1, err
+				}
+				if IsStorageFull(err) && g.onFull != nil {
+					g.onFull()
+				}
+				return heldFailed, nil
+			}
+			jr.resolve(d)
+		}
+	}
 	for i, j := range batch {
 		if errs[i] != nil {
 			continue // failed in an earlier round
 		}
-		if err := j.fn(j.ctx, tx); err != nil {
-			tx.Rollback()
+		if !j.noTx {
+			if err := begin(); err != nil {
+				rollback()
+				return -1, err
+			}
+		}
+		if jr != nil {
+			jr.job = i
+		}
+		err := j.fn(j.ctx, tx)
+		if errors.Is(err, errNeedsTx) && tx == nil {
+			if err = begin(); err != nil {
+				return -1, err
+			}
+			err = j.fn(j.ctx, tx)
+		}
+		if err != nil {
+			rollback()
 			if transient(err) {
 				return -1, err
 			}
@@ -387,13 +516,25 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error) (failed int, e
 			return i, nil
 		}
 	}
-	if err := g.counters.flush(ctx, tx); err != nil {
-		tx.Rollback()
-		return -1, fmt.Errorf("write budget counters: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return -1, fmt.Errorf("commit: %w", err)
+	if tx != nil {
+		if err := g.counters.flush(ctx, tx); err != nil {
+			tx.Rollback()
+			return -1, fmt.Errorf("write budget counters: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return -1, fmt.Errorf("commit: %w", err)
+		}
 	}
 	committed = true
+	if jr != nil {
+		// After the commit: an admission decided on this batch's counters
+		// is acknowledged only once they are durable, and a journal write
+		// that fails only takes admissions back (never budget).
+		if err := jr.committed(); err != nil {
+			for _, i := range jr.failedJobs() {
+				errs[i] = err
+			}
+		}
+	}
 	return -1, nil
 }

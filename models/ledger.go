@@ -327,7 +327,7 @@ func NewCostLedger(ctx context.Context, s *Store) (*CostLedger, error) {
 		queries = append(queries, reserveManySQL(n), settleManySQL(n))
 	}
 	if s.Group != nil {
-		queries = append(queries, rejectPendingSQL)
+		queries = append(queries, rejectPendingSQL, settledRowSQL)
 	}
 	// Prepared here, outside any transaction: preparing needs a connection
 	// of its own, and inside a transaction (holding one) a full pool would
@@ -631,6 +631,9 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 	}
 	e.UpdatedAt = e.StartedAt
 	at := e.StartedAt.UTC()
+	if l.Group != nil && l.Group.journal != nil {
+		return l.admitJournaled(ctx, p, keys)
+	}
 	if len(keys) == 0 && l.Group != nil {
 		err := l.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...)
@@ -766,7 +769,7 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 	var res AdmitResult
 	err := l.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = AdmitResult{}
-		before, err := l.Group.counters.values(ctx, tx, keys)
+		before, err := l.Group.decisionValues(ctx, tx, keys)
 		if err != nil {
 			return err
 		}
@@ -793,6 +796,69 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 		if _, err := l.Group.counters.add(ctx, tx, keys, amount, 0, at); err != nil {
 			return err
 		}
+		res.Admitted, res.ReservedMicros = true, amount
+		return nil
+	})
+	if err != nil {
+		return AdmitResult{}, err
+	}
+	if !res.Admitted {
+		e.Outcome, e.Executions = OutcomeRejected, 0
+		finished := at
+		e.FinishedAt = &finished
+	}
+	return res, nil
+}
+
+// admitJournaled is the admission on SQLite with the admission journal:
+// decided in the writer like admitGrouped, but journaled instead of
+// written (see admissionJournal); its settlement writes the row. A
+// rejection, or a counter not held in memory, takes the batch's
+// transaction and is written as admitGrouped writes it.
+func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []string) (AdmitResult, error) {
+	e := p.Entry
+	at := e.StartedAt.UTC()
+	var res AdmitResult
+	err := l.Group.admitJournaled(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res = AdmitResult{}
+		if other := l.Group.journal.sameCall(e.CallID); other != nil {
+			// Another execution of this call is journaled: its row goes to
+			// the database first, so the rows of both are written in the
+			// order they were admitted (see settleJournaled).
+			if tx == nil {
+				return errNeedsTx
+			}
+			if err := l.Group.writeAdmission(ctx, tx, other); err != nil {
+				return err
+			}
+			l.Group.journal.writeNow(other)
+		}
+		before, err := l.Group.decisionValues(ctx, tx, keys)
+		if err != nil {
+			return err
+		}
+		res.Counters = before
+		amount, ok := p.WorstMicros, true
+		if len(keys) == 0 {
+			amount = 0 // enforcement off: the row alone
+		} else if p.Fit != nil {
+			amount, ok = p.Fit(before)
+		}
+		if !ok {
+			if tx == nil {
+				return errNeedsTx
+			}
+			e.ReservedMicros = 0
+			if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
+				return fmt.Errorf("write ledger row %s: %w", e.CallID, err)
+			}
+			_, err := l.exec(ctx, tx, rejectPendingSQL, e.RejectionCode, at, e.MaxOutputTokens, e.Clamped, e.CallID)
+			return err
+		}
+		if len(keys) > 0 {
+			e.ReservedMicros = amount
+		}
+		l.Group.journal.admit(&deferredAdmission{id: p.AdmissionID, entry: *e, keys: keys, amount: amount, expiresAt: p.ExpiresAt})
 		res.Admitted, res.ReservedMicros = true, amount
 		return nil
 	})
@@ -1044,6 +1110,11 @@ func (l *CostLedger) SettleCallLater(ctx context.Context, st Settlement, done fu
 
 // settleSQLite is a settlement in SQLite's transaction.
 func (l *CostLedger) settleSQLite(ctx context.Context, tx *sql.Tx, st Settlement, keys []string, finished time.Time, res *SettleResult) error {
+	if l.Group != nil && l.Group.journal != nil {
+		if d := l.Group.journal.lookup(st.AdmissionID); d != nil {
+			return l.settleJournaled(ctx, tx, d, st, keys, finished, res)
+		}
+	}
 	q, err := l.stmt(ctx, tx, settleReturningSQL)
 	if err != nil {
 		return err
@@ -1074,6 +1145,67 @@ func (l *CostLedger) settleSQLite(ctx context.Context, tx *sql.Tx, st Settlement
 		return nil
 	}
 	cs, err := l.addToCounters(ctx, tx, keys, -res.ReleasedMicros, st.CostMicros-replaced, finished)
+	if err != nil {
+		return err
+	}
+	res.Counters = cs
+	return nil
+}
+
+// settledRowSQL writes the complete row of a call settled in the batch
+// after its journaled admission, unless the call id has a row already (a
+// retried call: see settleJournaled).
+var settledRowSQL = `INSERT INTO cost_ledger (` + ledgerColumns + `, finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
+ON CONFLICT (call_id) DO NOTHING`
+
+// settledRowArgs are the values the pending row of e followed by the
+// settlement st would leave on a call id seen for the first time.
+func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
+	return []any{e.CallID, e.Subject, e.Workspace, e.AgentID, e.SessionID, e.RunID, e.Source, e.Trigger, e.Provider, e.Model,
+		st.ResponseModel, e.DataClassification, e.Interactive, st.ProviderRequestID, st.ProviderRequestID,
+		st.Outcome, st.ErrorKind, st.FinishReason,
+		st.InputTokens, st.OutputTokens, st.CachedInputTokens, st.CacheCreationTokens, st.ReasoningTokens, st.ToolUsePromptTokens, st.UsageEstimated,
+		e.EstimatedInputTokens, e.MaxOutputTokens, e.RequestedMaxOutputTokens, e.Clamped,
+		e.PricingStatus, e.PriceVersion, e.PriceSource, e.PriceEffectiveDate,
+		st.CostMicros, float64(st.CostMicros) / 1000000.0, e.ReservedMicros, e.Mode, max(st.Attempts, 1),
+		e.CreatedAt.UTC(), e.StartedAt.UTC(), finished, st.AdmissionID, finished}
+}
+
+// settleJournaled settles a call whose admission is still journaled (see
+// admissionJournal): its row is written once, complete, and its
+// reservation, never written, is dropped from the journal as the cost
+// enters the counters. A call id with a row already (a retried call) gets
+// the pending row and the settlement as SQL, as if the admission had been
+// committed.
+func (l *CostLedger) settleJournaled(ctx context.Context, tx *sql.Tx, d *deferredAdmission, st Settlement, keys []string, finished time.Time, res *SettleResult) error {
+	e := &d.entry
+	n, err := l.exec(ctx, tx, settledRowSQL, settledRowArgs(e, st, finished)...)
+	if err != nil {
+		return fmt.Errorf("write ledger row %s: %w", st.CallID, err)
+	}
+	var replaced int64
+	if n == 0 {
+		if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
+			return fmt.Errorf("write ledger row %s: %w", st.CallID, err)
+		}
+		q, err := l.stmt(ctx, tx, settleReturningSQL)
+		if err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, settleArgs(st, finished)...).Scan(&replaced); err != nil {
+			return fmt.Errorf("complete ledger row %s: %w", st.CallID, err)
+		}
+	}
+	l.Group.journal.resolve(d)
+	res.Applied = true
+	if len(d.keys) > 0 {
+		res.Released, res.ReleasedMicros = true, d.amount
+	}
+	if len(keys) == 0 || st.CostMicros == replaced {
+		return nil
+	}
+	cs, err := l.addToCounters(ctx, tx, keys, 0, st.CostMicros-replaced, finished)
 	if err != nil {
 		return err
 	}
@@ -1298,6 +1430,11 @@ func (s *Store) RecordRejection(ctx context.Context, e *LedgerEntry) error {
 // A call that settles later still records its spend; nothing is released
 // twice. It returns how many reservations it handled.
 func (l *CostLedger) ReapExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	// Journaled admissions are written after a second; one already expired
+	// by the caller's clock is written now, so it is reaped with the rest.
+	if err := l.Group.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return len(d.keys) > 0 && d.expiresAt.Before(now) }); err != nil {
+		return 0, fmt.Errorf("write held admissions: %w", err)
+	}
 	var due []CostReservation
 	if err := l.DB.WithContext(ctx).Where("expires_at < ?", now.UTC()).Order("expires_at").Limit(limit).Find(&due).Error; err != nil {
 		return 0, fmt.Errorf("find expired reservations: %w", err)
@@ -1323,6 +1460,9 @@ func (l *CostLedger) ReapExpired(ctx context.Context, now time.Time, limit int) 
 // passes).
 func (s *Store) ExpireStalePending(ctx context.Context, cutoff time.Time) (int64, error) {
 	cutoff = cutoff.UTC()
+	if err := s.Group.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return d.entry.StartedAt.Before(cutoff) }); err != nil {
+		return 0, fmt.Errorf("write held admissions: %w", err)
+	}
 	r := s.DB.WithContext(ctx).Model(&LedgerEntry{}).
 		Where("created_at >= ? AND created_at < ? AND outcome = ? AND started_at < ?", cutoff.Add(-48*time.Hour), cutoff, OutcomePending, cutoff).
 		Where("NOT EXISTS (SELECT 1 FROM cost_reservations r WHERE r.call_id = cost_ledger.call_id)").
@@ -1596,6 +1736,9 @@ func (s *Store) BudgetCounters(ctx context.Context, keys []string) (map[string]C
 	out := make(map[string]CounterValue, len(rows))
 	for _, r := range rows {
 		out[r.Key] = r
+	}
+	if s.Group != nil && s.Group.journal != nil {
+		s.Group.journal.reservedSnapshot(out) // admissions not written yet
 	}
 	return out, nil
 }

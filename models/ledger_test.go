@@ -321,6 +321,9 @@ func TestLedgerAttemptsCountTheRequestOfAnExecutionThatNeverSettled(t *testing.T
 			}
 			rowOf := func(call string) (attempts, executions int) {
 				t.Helper()
+				if err := writeHeld(ctx, st); err != nil { // as after journalHold, or a crash and restart
+					t.Fatal(err)
+				}
 				r, err := s.GetLedgerEntry(ctx, call)
 				if err != nil {
 					t.Fatal(err)
@@ -376,4 +379,13 @@ func TestLedgerAttemptsCountTheRequestOfAnExecutionThatNeverSettled(t *testing.T
 			}
 		})
 	}
+}
+
+// writeHeld writes the journaled admissions of st to its database (SQLite
+// with the admission journal), as the writer does after journalHold.
+func writeHeld(ctx context.Context, st *Store) error {
+	if st.Group == nil {
+		return nil
+	}
+	return st.Group.writeHeld(ctx)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,6 +38,9 @@ func IsStorageFull(err error) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == pgDiskFull {
+		return true
+	}
+	if errors.Is(err, syscall.ENOSPC) { // a plain file's write (the admission journal)
 		return true
 	}
 	// Drivers that wrap without %w still say it in words.
