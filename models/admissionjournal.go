@@ -72,8 +72,11 @@ type admissionJournal struct {
 	// mu guards reserved for reservedSnapshot; the writer changes it only
 	// under mu and reads it without.
 	mu sync.Mutex
-	// reserved is the sum of the deferred admissions' amounts per counter.
-	reserved map[string]int64
+	// reserved is the sum of the deferred admissions' amounts per counter;
+	// heldCount and heldMicros count those with a reservation.
+	reserved   map[string]int64
+	heldCount  int64
+	heldMicros int64
 
 	// The attempt at a batch in progress.
 	job      int                  // index of the job being run
@@ -353,6 +356,9 @@ func (j *admissionJournal) committed() error {
 				delete(j.reserved, k)
 			}
 		}
+		if len(d.keys) > 0 {
+			j.heldCount, j.heldMicros = j.heldCount-1, j.heldMicros-d.amount
+		}
 		j.doneToDo = append(j.doneToDo, d)
 	}
 	j.mu.Unlock()
@@ -398,6 +404,9 @@ func (j *admissionJournal) committed() error {
 		j.queue = append(j.queue, d)
 		for _, k := range d.keys {
 			j.reserved[k] += d.amount
+		}
+		if len(d.keys) > 0 {
+			j.heldCount, j.heldMicros = j.heldCount+1, j.heldMicros+d.amount
 		}
 	}
 	j.mu.Unlock()
@@ -446,6 +455,14 @@ func (j *admissionJournal) reservedSnapshot(out map[string]CounterValue) {
 		v.ReservedMicros += j.reserved[k]
 		out[k] = v
 	}
+}
+
+// heldReservations is how many journaled admissions hold a reservation,
+// and how much (any goroutine).
+func (j *admissionJournal) heldReservations() (count, micros int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.heldCount, j.heldMicros
 }
 
 // ---- writing a journaled admission to the database ----

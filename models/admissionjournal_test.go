@@ -162,6 +162,9 @@ func TestJournalRecoversTheAdmissionsOfACrashedProcess(t *testing.T) {
 	if cs, _ := l.BudgetCounters(ctx, []string{"d"}); cs["d"].ReservedMicros != 80 || cs["d"].SpentMicros != 25 {
 		t.Fatalf("live counters (journal included) = %+v", cs["d"])
 	}
+	if rs, _ := l.SummarizeReservations(ctx, now); rs.Count != 2 || rs.ReservedMicros != 80 {
+		t.Fatalf("live reservations (journal included) = %+v", rs)
+	}
 	if n := countRows(t, live, "cost_ledger"); n != 1 {
 		t.Fatalf("live database has %d ledger rows before the hold, want 1 (the settled call)", n)
 	}

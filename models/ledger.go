@@ -1714,6 +1714,12 @@ COALESCE(SUM(CASE WHEN expires_at < ? THEN 1 ELSE 0 END),0) AS expired`, now.UTC
 		return out, fmt.Errorf("summarize reservations: %w", err)
 	}
 	out.Count, out.ReservedMicros, out.Expired = agg.Count, agg.ReservedMicros, agg.Expired
+	if s.Group != nil && s.Group.journal != nil {
+		// Admissions not written to the database yet (held at most a
+		// second; none expired).
+		n, micros := s.Group.journal.heldReservations()
+		out.Count, out.ReservedMicros = out.Count+n, out.ReservedMicros+micros
+	}
 	if out.Count > 0 {
 		var first CostReservation
 		if err := s.DB.WithContext(ctx).Order("expires_at").First(&first).Error; err == nil {
