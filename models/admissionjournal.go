@@ -68,6 +68,7 @@ type admissionJournal struct {
 	queue    []*deferredAdmission
 	hold     time.Duration
 	now      func() time.Time
+	retryAt  time.Time // after a failed write of due admissions
 
 	// mu guards reserved for reservedSnapshot; the writer changes it only
 	// under mu and reads it without.
@@ -180,7 +181,8 @@ func readJournal(f *os.File) ([]journalLine, error) {
 		}
 		var l journalLine
 		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("admission journal %s: a damaged line: %w", f.Name(), err)
+			return nil, fmt.Errorf("admission journal %s has a damaged line (%w); move the file aside to start without it, "+
+				"losing the ledger rows of the calls it holds", f.Name(), err)
 		}
 		out = append(out, l)
 	}
@@ -307,35 +309,57 @@ func (j *admissionJournal) resolve(d *deferredAdmission) {
 // due returns the deferred admissions held longer than hold (all of them
 // when all is set).
 func (j *admissionJournal) due(all bool) []*deferredAdmission {
-	cut := j.now().Add(-j.hold)
+	j.dropDoneHead()
+	now := j.now()
+	if !all && now.Before(j.retryAt) {
+		return nil
+	}
+	cut := now.Add(-j.hold)
 	var out []*deferredAdmission
-	n := 0
 	for _, d := range j.queue {
 		if d.done {
-			n++
-			continue
+			continue // settled out of order; dropped once it reaches the head
 		}
 		if !all && d.at.After(cut) {
 			break
 		}
 		out = append(out, d)
 	}
-	j.queue = j.queue[n:] // drop the resolved head
-	if n > 0 && len(j.queue) == 0 {
-		j.queue = nil
-	}
 	return out
 }
 
+// dropDoneHead drops the settled or written admissions at the queue's head.
+func (j *admissionJournal) dropDoneHead() {
+	n := 0
+	for n < len(j.queue) && j.queue[n].done {
+		j.queue[n] = nil
+		n++
+	}
+	j.queue = j.queue[n:]
+	if len(j.queue) == 0 {
+		j.queue = nil // let the array go
+	}
+}
+
+// heldFailed notes that writing the due admissions failed (a full disk):
+// the writer tries again after retryAfterFailure, not at every batch.
+func (j *admissionJournal) heldFailed() {
+	j.retryAt = j.now().Add(retryAfterFailure)
+}
+
+const retryAfterFailure = time.Second
+
 // nextDue is when the oldest deferred admission is due (false: none).
 func (j *admissionJournal) nextDue() (time.Time, bool) {
-	for len(j.queue) > 0 && j.queue[0].done {
-		j.queue = j.queue[1:]
-	}
+	j.dropDoneHead()
 	if len(j.queue) == 0 {
 		return time.Time{}, false
 	}
-	return j.queue[0].at.Add(j.hold), true
+	at := j.queue[0].at.Add(j.hold)
+	if at.Before(j.retryAt) {
+		at = j.retryAt
+	}
+	return at, true
 }
 
 // committed finishes an attempt whose transaction committed (or that had

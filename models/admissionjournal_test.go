@@ -298,3 +298,44 @@ func TestJournalFailureTakesNothingAndASecondProcessCommits(t *testing.T) {
 		t.Fatalf("%d ledger rows after a failed admission", n)
 	}
 }
+
+// The hold's queue: an admission stays due until it is written, settled
+// ones are skipped wherever they are, and a failed write is retried after
+// a pause, not at every batch.
+func TestJournalDueKeepsAnAdmissionUntilItIsWritten(t *testing.T) {
+	now := time.Unix(1000, 0)
+	j := &admissionJournal{hold: time.Second, now: func() time.Time { return now }}
+	add := func(id string, age time.Duration, done bool) {
+		j.queue = append(j.queue, &deferredAdmission{id: id, at: now.Add(-age), done: done})
+	}
+	ids := func(ds []*deferredAdmission) (out []string) {
+		for _, d := range ds {
+			out = append(out, d.id)
+		}
+		return out
+	}
+	add("settled", 3*time.Second, true)
+	add("old", 2*time.Second, false)
+	add("settled-out-of-order", 2*time.Second, true)
+	add("young", 0, false)
+	if got := ids(j.due(false)); !reflect.DeepEqual(got, []string{"old"}) {
+		t.Fatalf("due = %v", got)
+	}
+	if got := ids(j.due(false)); !reflect.DeepEqual(got, []string{"old"}) { // not written yet: still due
+		t.Fatalf("due again = %v", got)
+	}
+	j.heldFailed()
+	if got := j.due(false); got != nil {
+		t.Fatalf("due right after a failed write = %v", ids(got))
+	}
+	if at, ok := j.nextDue(); !ok || !at.Equal(now.Add(retryAfterFailure)) {
+		t.Fatalf("next due %v %v", at, ok)
+	}
+	now = now.Add(2 * time.Second)
+	if got := ids(j.due(false)); !reflect.DeepEqual(got, []string{"old", "young"}) {
+		t.Fatalf("due after the pause = %v", got)
+	}
+	if got := ids(j.due(true)); !reflect.DeepEqual(got, []string{"old", "young"}) {
+		t.Fatalf("all = %v", got)
+	}
+}
