@@ -14,6 +14,15 @@ import (
 
 func init() {
 	RegisterModels(&ChatSession{}, &ChatMessage{}, &AgentRun{}, &Feedback{}, &LearningProposal{})
+	registerDataMigration(dataMigration{Version: 3, Name: "agent_runs: drop the agent_id and session_id indexes no query uses",
+		Up: func(_ context.Context, tx *gorm.DB, _ string) error {
+			for _, idx := range []string{"idx_agent_runs_agent_id", "idx_agent_runs_session_id"} {
+				if err := tx.Exec("DROP INDEX IF EXISTS " + idx).Error; err != nil {
+					return fmt.Errorf("drop %s: %w", idx, err)
+				}
+			}
+			return nil
+		}})
 }
 
 // ChatSession is one conversation of one caller with one agent.
@@ -43,12 +52,15 @@ type ChatMessage struct {
 }
 
 // AgentRun is the action log: one row per agent run of any surface, with
-// the ids handed to the caller. Feedback is validated against it.
+// the ids handed to the caller. Feedback is validated against it. It is
+// read by run id only: every chat request inserts a row, and each index is
+// one more page its commit writes (the session id's a random one), so it
+// has no others (data migration 3 dropped those on agent_id and session_id).
 type AgentRun struct {
 	RunID        string `gorm:"primaryKey;size:64"`
 	ResponseID   string `gorm:"size:64;uniqueIndex"`
-	AgentID      string `gorm:"size:100;index"`
-	SessionID    string `gorm:"size:191;index"`
+	AgentID      string `gorm:"size:100"`
+	SessionID    string `gorm:"size:191"`
 	Subject      string `gorm:"size:191"`
 	Source       string `gorm:"size:32"`
 	Provider     string `gorm:"size:100"`
