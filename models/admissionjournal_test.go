@@ -14,7 +14,7 @@ import (
 
 // journalTestLedger opens a SQLite store at path (with the admission
 // journal unless noJournal) and its cost ledger, with counter "d" seeded.
-func journalTestLedger(t *testing.T, path string, noJournal bool) (*Store, *CostLedger) {
+func journalTestLedger(t testing.TB, path string, noJournal bool) (*Store, *CostLedger) {
 	t.Helper()
 	ctx := context.Background()
 	st := mustOpen(t, Options{Driver: DriverSQLite, DSN: path, noJournalForTest: noJournal})

@@ -67,7 +67,7 @@ func forEachBackend(t *testing.T, test func(t *testing.T, opts Options)) {
 	}
 }
 
-func mustOpen(t *testing.T, opts Options) *Store {
+func mustOpen(t testing.TB, opts Options) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
