@@ -401,7 +401,9 @@ func (j *admissionJournal) committed() error {
 		}
 	}
 	for _, d := range j.doneToDo {
-		fmt.Fprintf(&j.buf, "{\"k\":\"d\",\"id\":%q}\n", d.id)
+		if err := j.enc.Encode(journalLine{Kind: "d", ID: d.id}); err != nil {
+			return fmt.Errorf("admission journal: %w", err)
+		}
 	}
 	n, err := j.files[j.cur].Write(j.buf.Bytes())
 	j.size += int64(n)

@@ -779,12 +779,7 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 			amount, ok = p.Fit(before)
 		}
 		if !ok {
-			e.ReservedMicros = 0
-			if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
-				return fmt.Errorf("write ledger row %s: %w", e.CallID, err)
-			}
-			_, err := l.exec(ctx, tx, rejectPendingSQL, e.RejectionCode, at, e.MaxOutputTokens, e.Clamped, e.CallID)
-			return err
+			return l.writeRejected(ctx, tx, e, at)
 		}
 		e.ReservedMicros = amount
 		if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
@@ -799,6 +794,22 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 		res.Admitted, res.ReservedMicros = true, amount
 		return nil
 	})
+	return rejectedOrAdmitted(res, err, e, at)
+}
+
+// writeRejected writes the row of a call its admission rejected.
+func (l *CostLedger) writeRejected(ctx context.Context, tx *sql.Tx, e *LedgerEntry, at time.Time) error {
+	e.ReservedMicros = 0
+	if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
+		return fmt.Errorf("write ledger row %s: %w", e.CallID, err)
+	}
+	_, err := l.exec(ctx, tx, rejectPendingSQL, e.RejectionCode, at, e.MaxOutputTokens, e.Clamped, e.CallID)
+	return err
+}
+
+// rejectedOrAdmitted ends a grouped admission: the caller's entry says
+// rejected when it was.
+func rejectedOrAdmitted(res AdmitResult, err error, e *LedgerEntry, at time.Time) (AdmitResult, error) {
 	if err != nil {
 		return AdmitResult{}, err
 	}
@@ -848,12 +859,7 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 			if tx == nil {
 				return errNeedsTx
 			}
-			e.ReservedMicros = 0
-			if _, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...); err != nil {
-				return fmt.Errorf("write ledger row %s: %w", e.CallID, err)
-			}
-			_, err := l.exec(ctx, tx, rejectPendingSQL, e.RejectionCode, at, e.MaxOutputTokens, e.Clamped, e.CallID)
-			return err
+			return l.writeRejected(ctx, tx, e, at)
 		}
 		if len(keys) > 0 {
 			e.ReservedMicros = amount
@@ -862,15 +868,7 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 		res.Admitted, res.ReservedMicros = true, amount
 		return nil
 	})
-	if err != nil {
-		return AdmitResult{}, err
-	}
-	if !res.Admitted {
-		e.Outcome, e.Executions = OutcomeRejected, 0
-		finished := at
-		e.FinishedAt = &finished
-	}
-	return res, nil
+	return rejectedOrAdmitted(res, err, e, at)
 }
 
 // admitPostgresSQL is the common admission on PostgreSQL in one statement
