@@ -58,6 +58,8 @@ type admissionJournal struct {
 	files [2]*os.File
 	cur   int
 	size  int64 // bytes written to files[cur]
+	// fileLimit is journalFileLimit (tests lower it).
+	fileLimit int64
 	// outstanding counts the admissions of each file without a done line.
 	outstanding [2]int
 	// deferred are the admissions journaled and not yet settled or written
@@ -142,7 +144,7 @@ func openAdmissionJournal(dbPath string) (*admissionJournal, []journalLine, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &admissionJournal{base: base, lock: lock, deferred: map[string]*deferredAdmission{}, byCall: map[string]*deferredAdmission{}, hold: journalHold, now: time.Now,
+	j := &admissionJournal{base: base, lock: lock, deferred: map[string]*deferredAdmission{}, byCall: map[string]*deferredAdmission{}, fileLimit: journalFileLimit, hold: journalHold, now: time.Now,
 		reserved: map[string]int64{}, delta: map[string]int64{}}
 	j.enc = json.NewEncoder(&j.buf)
 	var left []journalLine
@@ -446,7 +448,7 @@ func (j *admissionJournal) committed() error {
 // and every admission of the other one is done.
 func (j *admissionJournal) rotate() error {
 	other := 1 - j.cur
-	if j.size < journalFileLimit || j.outstanding[other] > 0 {
+	if j.size < j.fileLimit || j.outstanding[other] > 0 {
 		return nil
 	}
 	f := j.files[other]

@@ -339,3 +339,78 @@ func TestJournalDueKeepsAnAdmissionUntilItIsWritten(t *testing.T) {
 		t.Fatalf("all = %v", got)
 	}
 }
+
+// The two files take turns, and a file is emptied only once every
+// admission it holds is done: an admission held across many turns still
+// comes back after a crash.
+func TestJournalTurnsFilesWithoutLosingAHeldAdmission(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.db")
+	st, l := journalTestLedger(t, path, false)
+	if err := st.Group.Do(ctx, func(context.Context, *sql.Tx) error {
+		st.Group.journal.fileLimit, st.Group.journal.hold = 2048, time.Hour
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	admit := func(id string) {
+		t.Helper()
+		if res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: []string{"d"}, WorstMicros: 10,
+			ExpiresAt: now.Add(2 * time.Hour)}); err != nil || !res.Admitted {
+			t.Fatalf("admit %s: %+v %v", id, res, err)
+		}
+	}
+	settle := func(id string) {
+		t.Helper()
+		if _, err := l.SettleCall(ctx, Settlement{CallID: id, AdmissionID: "a-" + id, ReservationID: "a-" + id, Keys: []string{"d"},
+			Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 1, FinishedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit("long") // held across the turns below
+	turns := 0
+	last := 0
+	for i := range 200 {
+		id := fmt.Sprintf("c%d", i)
+		admit(id)
+		settle(id)
+		var cur int
+		_ = st.Group.Do(ctx, func(context.Context, *sql.Tx) error { cur = st.Group.journal.cur; return nil })
+		if cur != last {
+			turns, last = turns+1, cur
+		}
+	}
+	if turns != 1 {
+		// One turn, to file 1; file 0 holds "long", so the writer stays on
+		// file 1 however large it grows.
+		t.Fatalf("%d turns with an admission held in file 0, want exactly 1", turns)
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	copyDatabase(t, path, crashed)
+	st2, l2 := journalTestLedger(t, crashed, false)
+	if r, err := l2.GetLedgerEntry(ctx, "long"); err != nil || r.Outcome != OutcomePending || r.ReservedMicros != 10 {
+		t.Fatalf("held admission after the turns and a crash: %+v %v", r, err)
+	}
+	if n := countRows(t, st2, "cost_ledger"); n != 201 {
+		t.Fatalf("%d rows after recovery, want 201", n)
+	}
+
+	// Once "long" is done, the files take turns again.
+	settle("long")
+	turns = 0
+	for i := range 200 {
+		id := fmt.Sprintf("d%d", i)
+		admit(id)
+		settle(id)
+		var cur int
+		_ = st.Group.Do(ctx, func(context.Context, *sql.Tx) error { cur = st.Group.journal.cur; return nil })
+		if cur != last {
+			turns, last = turns+1, cur
+		}
+	}
+	if turns < 2 {
+		t.Fatalf("%d turns once nothing is held, want several", turns)
+	}
+}
