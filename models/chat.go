@@ -218,13 +218,23 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 	if len(msgs) == 0 {
 		return nil
 	}
+	// A session the history cache knows to have no message starts at 1
+	// without a read (most chat requests start a session). The writer is
+	// the only writer of chat_messages on SQLite and marks the session
+	// before its batch commits, so a later exchange of it, of this batch or
+	// the next, reads its last number.
 	var last int64
-	q, err := s.Group.Stmt(ctx, tx, lastSeqSQL)
-	if err != nil {
-		return err
+	if s.history == nil || s.history.mayHaveMessages(sess.ID) {
+		q, err := s.Group.Stmt(ctx, tx, lastSeqSQL)
+		if err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, sess.ID).Scan(&last); err != nil {
+			return fmt.Errorf("number messages: %w", err)
+		}
 	}
-	if err := q.QueryRowContext(ctx, sess.ID).Scan(&last); err != nil {
-		return fmt.Errorf("number messages: %w", err)
+	if s.history != nil {
+		s.history.markKnown(sess.ID)
 	}
 	// The messages go in multi-row INSERTs (one statement runs, binds and
 	// updates the index once per row instead of once per statement).

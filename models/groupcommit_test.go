@@ -211,6 +211,50 @@ func TestGroupCommitStoresLongExchangesInOrder(t *testing.T) {
 	}
 }
 
+// Exchanges of one new session written at once without the chat's session
+// lock (webhooks, firings) are numbered one after another: the first skips
+// reading the last number (the session has none), the others read it, in
+// the same batch or the next, before the first's batch is acknowledged.
+func TestGroupCommitNumbersConcurrentExchangesOfANewSession(t *testing.T) {
+	s := openGrouped(t)
+	ctx := context.Background()
+	for round := range 20 {
+		id := fmt.Sprintf("new-%d", round)
+		const writers = 8
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sess := &ChatSession{ID: id, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "webhook"}
+				msgs := []ChatMessage{{RunID: fmt.Sprint(w), Role: "user", Content: "q"}, {RunID: fmt.Sprint(w), Role: "assistant", Content: "a"}}
+				if err := s.SaveExchange(ctx, sess, nil, msgs); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		got, err := s.recentMessages(ctx, id, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2*writers {
+			t.Fatalf("round %d: %d messages, want %d", round, len(got), 2*writers)
+		}
+		for i, m := range got {
+			if m.Seq != int64(i+1) {
+				t.Fatalf("round %d: message %d has seq %d (numbers reused or skipped)", round, i, m.Seq)
+			}
+			if i%2 == 1 && m.RunID != got[i-1].RunID {
+				t.Fatalf("round %d: an exchange's messages are not together: %+v", round, got)
+			}
+		}
+	}
+	if s.history.mayHaveMessages("never-written") {
+		t.Fatal("the history cache does not know a new session has no messages")
+	}
+}
+
 // TestGroupCommitFirstUseOfAStatementUnderLoad: a job using a statement for
 // the first time while every pooled connection is held by a writer waiting
 // for SQLite's write lock (which the job's transaction holds) must not wait
