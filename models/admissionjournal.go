@@ -133,9 +133,9 @@ const (
 var errNeedsTx = errors.New("the job needs the batch's transaction")
 
 // openAdmissionJournal opens the journal of the SQLite database at dbPath
-// and returns its lines left by the last process, or a nil journal (and no
-// error) when another process holds it.
-func openAdmissionJournal(dbPath string) (*admissionJournal, []journalLine, error) {
+// and returns the admissions the last process left unfinished, or a nil
+// journal (and no error) when another process holds it.
+func openAdmissionJournal(dbPath string) (*admissionJournal, []*deferredAdmission, error) {
 	base := dbPath + "-admissions"
 	lock, err := lockJournal(base + ".lock")
 	if errors.Is(err, errJournalBusy) || errors.Is(err, errJournalUnsupported) {
@@ -162,7 +162,7 @@ func openAdmissionJournal(dbPath string) (*admissionJournal, []journalLine, erro
 		}
 		left = append(left, lines...)
 	}
-	return j, left, nil
+	return j, unfinished(left), nil
 }
 
 // readJournal reads the lines of f. A last line cut short by a crash
@@ -343,9 +343,9 @@ func (j *admissionJournal) dropDoneHead() {
 	}
 }
 
-// heldFailed notes that writing the due admissions failed (a full disk):
-// the writer tries again after retryAfterFailure, not at every batch.
-func (j *admissionJournal) heldFailed() {
+// backOff notes that writing the due admissions failed (a full disk): the
+// writer tries again after retryAfterFailure, not at every batch.
+func (j *admissionJournal) backOff() {
 	j.retryAt = j.now().Add(retryAfterFailure)
 }
 
@@ -511,12 +511,6 @@ func (g *GroupCommit) writeAdmission(ctx context.Context, tx *sql.Tx, d *deferre
 	}
 	_, err := g.counters.add(ctx, tx, d.keys, d.amount, 0, e.StartedAt.UTC())
 	return err
-}
-
-// writeHeld writes every journaled admission to the database now (tests
-// that look at an admission's rows before its settlement).
-func (g *GroupCommit) writeHeld(ctx context.Context) error {
-	return g.writeHeldWhere(ctx, func(*deferredAdmission) bool { return true })
 }
 
 // writeHeldWhere writes the journaled admissions that match to the

@@ -324,7 +324,7 @@ func TestJournalDueKeepsAnAdmissionUntilItIsWritten(t *testing.T) {
 	if got := ids(j.due(false)); !reflect.DeepEqual(got, []string{"old"}) { // not written yet: still due
 		t.Fatalf("due again = %v", got)
 	}
-	j.heldFailed()
+	j.backOff()
 	if got := j.due(false); got != nil {
 		t.Fatalf("due right after a failed write = %v", ids(got))
 	}
@@ -369,20 +369,25 @@ func TestJournalTurnsFilesWithoutLosingAHeldAdmission(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	admit("long") // held across the turns below
-	turns := 0
+	// callsTurns admits and settles 200 calls and counts the writer's turns
+	// from one file to the other meanwhile.
 	last := 0
-	for i := range 200 {
-		id := fmt.Sprintf("c%d", i)
-		admit(id)
-		settle(id)
-		var cur int
-		_ = st.Group.Do(ctx, func(context.Context, *sql.Tx) error { cur = st.Group.journal.cur; return nil })
-		if cur != last {
-			turns, last = turns+1, cur
+	callsTurns := func(prefix string) (turns int) {
+		t.Helper()
+		for i := range 200 {
+			id := fmt.Sprintf("%s%d", prefix, i)
+			admit(id)
+			settle(id)
+			var cur int
+			_ = st.Group.Do(ctx, func(context.Context, *sql.Tx) error { cur = st.Group.journal.cur; return nil })
+			if cur != last {
+				turns, last = turns+1, cur
+			}
 		}
+		return turns
 	}
-	if turns != 1 {
+	admit("long") // held across the turns below
+	if turns := callsTurns("c"); turns != 1 {
 		// One turn, to file 1; file 0 holds "long", so the writer stays on
 		// file 1 however large it grows.
 		t.Fatalf("%d turns with an admission held in file 0, want exactly 1", turns)
@@ -399,18 +404,7 @@ func TestJournalTurnsFilesWithoutLosingAHeldAdmission(t *testing.T) {
 
 	// Once "long" is done, the files take turns again.
 	settle("long")
-	turns = 0
-	for i := range 200 {
-		id := fmt.Sprintf("d%d", i)
-		admit(id)
-		settle(id)
-		var cur int
-		_ = st.Group.Do(ctx, func(context.Context, *sql.Tx) error { cur = st.Group.journal.cur; return nil })
-		if cur != last {
-			turns, last = turns+1, cur
-		}
-	}
-	if turns < 2 {
+	if turns := callsTurns("d"); turns < 2 {
 		t.Fatalf("%d turns once nothing is held, want several", turns)
 	}
 }

@@ -224,7 +224,7 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 	// before its batch commits, so a later exchange of it, of this batch or
 	// the next, reads its last number.
 	var last int64
-	if s.history == nil || s.history.mayHaveMessages(sess.ID) {
+	if s.history == nil || s.history.markKnown(sess.ID) {
 		q, err := s.Group.Stmt(ctx, tx, lastSeqSQL)
 		if err != nil {
 			return err
@@ -232,9 +232,6 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 		if err := q.QueryRowContext(ctx, sess.ID).Scan(&last); err != nil {
 			return fmt.Errorf("number messages: %w", err)
 		}
-	}
-	if s.history != nil {
-		s.history.markKnown(sess.ID)
 	}
 	// The messages go in multi-row INSERTs (one statement runs, binds and
 	// updates the index once per row instead of once per statement).

@@ -170,7 +170,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		var journal *admissionJournal
-		var left []journalLine
+		var left []*deferredAdmission
 		if !opts.noJournalForTest {
 			if journal, left, err = openAdmissionJournal(opts.DSN); err != nil {
 				_ = s.Close()
@@ -180,7 +180,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Group = newGroupCommit(sqlDB, opts.WriteQueue, 0, journal)
 		s.Group.onFull = s.NoteStorageFull
 		if journal != nil {
-			if err := s.Group.recoverJournal(ctx, unfinished(left)); err != nil {
+			if err := s.Group.recoverJournal(ctx, left); err != nil {
 				_ = s.Close()
 				return nil, fmt.Errorf("open database: %w", err)
 			}

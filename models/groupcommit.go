@@ -409,7 +409,7 @@ func (g *GroupCommit) commit(batch []*commitJob, errs []error, held []*deferredA
 			live, held = 0, nil // committed
 		case err == nil && failed == heldFailed:
 			held = nil // written by a later batch
-			g.journal.heldFailed()
+			g.journal.backOff()
 		case err == nil:
 			live-- // drop the failed job, run the others again
 		case transient(err) && busy < 4:

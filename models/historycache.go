@@ -124,29 +124,22 @@ func (c *historyCache) get(session string, limit int) ([]ChatMessage, bool) {
 	return append([]ChatMessage(nil), e.msgs[from:]...), true
 }
 
-// mayHaveMessages reports whether session may have messages; false means
-// it has none for certain (the set of known sessions is primed and the
-// session is not in it).
-func (c *historyCache) mayHaveMessages(session string) bool {
+// markKnown records that session has messages and reports whether it may
+// have had some before (false: none for certain, the set of known sessions
+// being primed). The group-commit writer calls it as it inserts them,
+// before its batch commits, so the writer's next exchange of the session
+// reads its last number (a batch rolled back leaves a mark that only costs
+// that read).
+func (c *historyCache) markKnown(session string) (mayHaveHad bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.known == nil {
 		return true
 	}
-	_, has := c.known[maphash.String(c.seed, session)]
-	return has
-}
-
-// markKnown records that session has messages. The group-commit writer
-// calls it as it inserts them, before its batch commits, so the writer's
-// next exchange of the session reads its last number (a batch rolled back
-// leaves a mark that only costs that read).
-func (c *historyCache) markKnown(session string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.known != nil {
-		c.known[maphash.String(c.seed, session)] = struct{}{}
-	}
+	h := maphash.String(c.seed, session)
+	_, had := c.known[h]
+	c.known[h] = struct{}{}
+	return had
 }
 
 // startLoad registers a database read of session; finishLoad caches its
