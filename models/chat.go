@@ -160,7 +160,9 @@ func (s *Store) primeHistory(ctx context.Context) error {
 // from becoming the chat path's bottleneck.
 //
 // On SQLite the exchange is one job of the group commit (see GroupCommit):
-// it returns once the batch holding it committed.
+// it returns once the batch holding it committed. On PostgreSQL it is one
+// batch, carrying the settlements ctx holds (see saveExchangePostgres and
+// CommitLater).
 func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
 	if s.Group != nil {
 		err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
@@ -168,6 +170,9 @@ func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentR
 			s.history.appended(sess.ID, msgs) // committed: write through
 		}
 		return err
+	}
+	if s.Driver == DriverPostgres {
+		return s.saveExchangePostgres(ctx, sess, run, msgs)
 	}
 	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := time.Now().UTC()

@@ -170,23 +170,6 @@ func (g *GroupCommit) Enqueue(ctx context.Context, fn func(ctx context.Context, 
 	}
 }
 
-type commitLaterKey struct{}
-
-// CommitLater marks ctx as a request that commits a later write through
-// the group commit (Store.SaveExchange) before it answers: writes it makes
-// meanwhile that nobody reads back (the settlement of its LLM calls) are
-// queued without waiting for their own commit, as that later commit covers
-// them. The chat path saves one commit wait per call this way.
-func CommitLater(ctx context.Context) context.Context {
-	return context.WithValue(ctx, commitLaterKey{}, true)
-}
-
-// commitsLater reports whether ctx was marked by CommitLater.
-func commitsLater(ctx context.Context) bool {
-	v, _ := ctx.Value(commitLaterKey{}).(bool)
-	return v
-}
-
 func (g *GroupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, shed, noTx bool) error {
 	select {
 	case <-g.closed:

@@ -177,6 +177,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		workDir: filepath.Join(s.Config.Workspace.SessionsDir(), sessionID),
 		meta: llm.CallMeta{Subject: subject, Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
 			Source: req.Source, Trigger: "api", DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
+	defer s.Store.FlushLater(context.WithoutCancel(ex.ctx)) // nothing left once the exchange is saved
 	out, runErr := agent.Run(ex, agent.Input{
 		Provider: set.Provider, Model: set.Model, SystemPrompt: s.Toolbox.SystemPrompt(def), History: history, UserText: req.Text,
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
@@ -210,7 +211,8 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		msgs = toRows(runID, out.NewMessages)
 	}
 	sess := &models.ChatSession{ID: sessionID, AgentID: def.ID, Subject: subject, UserID: req.UserID, Username: req.Username, Source: req.Source}
-	if err := s.Store.SaveExchange(context.WithoutCancel(ctx), sess, run, msgs); err != nil && runErr == nil {
+	// ex.ctx: on PostgreSQL the exchange carries the settlements it holds.
+	if err := s.Store.SaveExchange(context.WithoutCancel(ex.ctx), sess, run, msgs); err != nil && runErr == nil {
 		return nil, err
 	}
 	if runErr != nil {
