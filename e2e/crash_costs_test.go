@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
+	"github.com/agentryhq/agentry/dev/testenv"
 )
 
 // Nothing unpriced after a crash: the concurrency proof's load (300
@@ -28,6 +29,22 @@ func TestCostsCrashLeavesNoCallUnpriced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}
+	crashCostsProof(t, "")
+}
+
+// The same on PostgreSQL with two gateways sharing the database, the load
+// split between them: one is killed and restarted while the other goes on.
+func TestCostsCrashLeavesNoCallUnpricedPostgresTwoGateways(t *testing.T) {
+	crashParallel(t)
+	if testing.Short() {
+		t.Skip("builds and runs agentryd")
+	}
+	crashCostsProof(t, testenv.Postgres(t))
+}
+
+// crashCostsProof runs the proof on SQLite (dsn empty: one gateway) or on
+// the PostgreSQL database dsn (two gateways; the first is killed).
+func crashCostsProof(t *testing.T, dsn string) {
 	bin := gatewaytest.Binary(t, "agentryd")
 	fake := fakellm.New()
 	if err := fake.Start("127.0.0.1:0"); err != nil {
@@ -37,12 +54,20 @@ func TestCostsCrashLeavesNoCallUnpriced(t *testing.T) {
 	// Every answer takes 3 s and costs exactly its $0.01 worst case.
 	fake.Script(fakellm.Rule{Model: "exact", Delay: fakellm.Duration(3 * time.Second), Usage: &fakellm.Usage{InputTokens: 10, OutputTokens: 100}})
 
-	ws := t.TempDir()
-	os.MkdirAll(filepath.Join(ws, "agents"), 0o755)
-	os.WriteFile(filepath.Join(ws, "agents", "exact.yaml"), []byte(exactAgent), 0o644)
-	cfgPath := filepath.Join(ws, "config.yaml")
-	// $1.00 fits 100 calls of $0.01: of 300 concurrent chats, 100 are admitted.
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+	storage := ""
+	if dsn != "" {
+		storage = fmt.Sprintf("storage: {backend: postgres, dsn: %q}\n", dsn)
+	}
+	const key = "crash-costs-key-0123456789"
+	// gateway returns the environment and base URL of a new gateway, with its
+	// own workspace (and embedded Temporal).
+	gateway := func() (map[string]string, string) {
+		ws := t.TempDir()
+		os.MkdirAll(filepath.Join(ws, "agents"), 0o755)
+		os.WriteFile(filepath.Join(ws, "agents", "exact.yaml"), []byte(exactAgent), 0o644)
+		cfgPath := filepath.Join(ws, "config.yaml")
+		// $1.00 fits 100 calls of $0.01: of 300 concurrent chats, 100 are admitted.
+		os.WriteFile(cfgPath, []byte(fmt.Sprintf(`%s
 llm:
   default_provider: openai
   providers:
@@ -53,20 +78,26 @@ costs:
   reservation_ttl: 4s
   pricing:
     openai/exact: {input_per_mtok: 0, output_per_mtok: 100, source: test, version: t1, effective_date: "2024-01-01"}
-`, fake.OpenAIBaseURL())), 0o644)
-	ports := gatewaytest.FreePorts(t, 2)
-	const key = "crash-costs-key-0123456789"
-	env := map[string]string{
-		"AGENTRY_CONFIG_PATH":                     cfgPath,
-		"AGENTRY_WORKSPACE":                       ws,
-		"AGENTRY_SERVER_PORT":                     strconv.Itoa(ports[0]),
-		"AGENTRY_SERVER_API_KEY":                  key,
-		"AGENTRY_TEMPORAL_EMBEDDED_FRONTEND_PORT": strconv.Itoa(ports[1]),
-		"AGENTRY_TEMPORAL_EMBEDDED_UI_ENABLED":    "false",
+`, storage, fake.OpenAIBaseURL())), 0o644)
+		ports := gatewaytest.FreePorts(t, 2)
+		return map[string]string{
+			"AGENTRY_CONFIG_PATH":                     cfgPath,
+			"AGENTRY_WORKSPACE":                       ws,
+			"AGENTRY_SERVER_PORT":                     strconv.Itoa(ports[0]),
+			"AGENTRY_SERVER_API_KEY":                  key,
+			"AGENTRY_TEMPORAL_EMBEDDED_FRONTEND_PORT": strconv.Itoa(ports[1]),
+			"AGENTRY_TEMPORAL_EMBEDDED_UI_ENABLED":    "false",
+		}, fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	env, base := gateway()
 	first := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, first)
+	bases := []string{base}
+	if dsn != "" {
+		otherEnv, other := gateway()
+		gatewaytest.WaitHTTP(t, other+"/health", 90*time.Second, gatewaytest.StartProcess(t, bin, otherEnv))
+		bases = append(bases, other)
+	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 384}, Timeout: 30 * time.Second}
 	var wg sync.WaitGroup
@@ -76,7 +107,7 @@ costs:
 			defer wg.Done()
 			// One user each: chats of one user share a session and run
 			// one after another (the session lock).
-			req, _ := http.NewRequest("POST", base+"/api/v1/chat", strings.NewReader(fmt.Sprintf(`{"agent_id":"exact","user_id":"u%d","text":"crash %d"}`, i, i)))
+			req, _ := http.NewRequest("POST", bases[i%len(bases)]+"/api/v1/chat", strings.NewReader(fmt.Sprintf(`{"agent_id":"exact","user_id":"u%d","text":"crash %d"}`, i, i)))
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.Header.Set("Content-Type", "application/json")
 			if resp, err := client.Do(req); err == nil {
@@ -98,7 +129,10 @@ costs:
 	t.Logf("killed the gateway with %d calls at the provider", received)
 
 	second := gatewaytest.StartProcess(t, bin, env)
-	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, second)
+	// The console's page, not /health: on PostgreSQL the other gateway may
+	// have priced the unsettled calls already, and /health then fails its
+	// costs check (as asserted below).
+	gatewaytest.WaitHTTP(t, base+"/", 90*time.Second, second)
 	get := func(path string, out any) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", base+path, nil)
