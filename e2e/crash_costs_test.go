@@ -35,7 +35,8 @@ func TestCostsCrashLeavesNoCallUnpriced(t *testing.T) {
 // The same on PostgreSQL with two gateways sharing the database, the load
 // split between them: one is killed and restarted while the other goes on.
 func TestCostsCrashLeavesNoCallUnpricedPostgresTwoGateways(t *testing.T) {
-	crashParallel(t)
+	// Not beside the other crash tests: its two gateways and the server
+	// load the machine enough to slow theirs past their timings.
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}
@@ -182,7 +183,11 @@ costs:
 	var priced, total int64
 	unsettled := 0
 	for _, r := range calls.Calls {
-		if r.Outcome == "rejected" {
+		if r.Outcome == "rejected" || (r.Outcome == "expired" && r.CostMicros == 0) {
+			// Never admitted: on PostgreSQL the row is written before the
+			// budget check, and a process killed between a check that did
+			// not fit and the rejection leaves it pending without a
+			// reservation, later marked expired. It reached no provider.
 			continue
 		}
 		priced++
