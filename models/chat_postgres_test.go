@@ -158,3 +158,20 @@ func TestPostgresFlushLaterWritesWhatIsHeld(t *testing.T) {
 		t.Fatal("a settlement was held after the request ended")
 	}
 }
+
+// A request's next LLM call writes the settlements it holds first, so its
+// admission sees what the earlier turns cost.
+func TestPostgresNextAdmissionWritesHeldSettlements(t *testing.T) {
+	l := postgresLedger(t)
+	ctx := CommitLater(context.Background())
+	results := admitAndHold(t, l, ctx, "t1")
+	now := time.Now().UTC()
+	if _, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry("t2", now), AdmissionID: "a-t2", Keys: []string{"day:x"}, WorstMicros: 50,
+		ExpiresAt: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ledgerOutcome(t, l, "t1"); got != OutcomeSucceeded {
+		t.Fatalf("the first turn's row is %s when the second is admitted", got)
+	}
+	<-results
+}

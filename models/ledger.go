@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -607,6 +607,14 @@ func settleManySQL(n int) string {
 // rows last, so their locks are held for as short as possible.
 func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult, error) {
 	var res AdmitResult
+	if w := laterWritesOf(ctx); w != nil && l.Group == nil {
+		// A later call of a request holding settlements (an agent's next
+		// turn): they are written first, so the budget sees what the
+		// earlier turns cost instead of their reserved worst case.
+		if held := w.take(); len(held) > 0 {
+			_ = l.writeHeld(ctx, held, nil) // on an error each held one wrote itself alone
+		}
+	}
 	ctx = l.writerCtx(ctx)
 	release, err := l.acquire(ctx)
 	if err != nil {
@@ -1082,7 +1090,8 @@ func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResul
 // commit covers this one): done receives the result once the batch
 // committed, on the writer's goroutine (it must not block nor write). It
 // reports false, having done nothing, when that does not apply (ctx not
-// marked, no group commit, writer stopped): call SettleCall then.
+// marked or its request over, SQLite without a group commit, writer
+// stopped): call SettleCall then.
 //
 // On PostgreSQL the settlement is held in ctx and sent with the request's
 // exchange (see CommitLater); done then runs on the caller's goroutine
