@@ -12,18 +12,7 @@ import (
 // and a counter "day:x".
 func postgresLedger(t *testing.T) *CostLedger {
 	t.Helper()
-	s := mustOpen(t, Options{Driver: DriverPostgres, DSN: testenv.Postgres(t)})
-	ctx := context.Background()
-	l, err := NewCostLedger(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	now := time.Now().UTC()
-	if err := s.EnsureBudgetCounters(ctx, []CounterSeed{{Key: "day:x", From: now.Add(-time.Hour), To: now.Add(time.Hour)}}); err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return ledgerWithCounters(t, mustOpen(t, Options{Driver: DriverPostgres, DSN: testenv.Postgres(t)}), "day:x")
 }
 
 // admitAndHold admits call id with a reservation of 50 and holds its

@@ -14,7 +14,12 @@ import (
 
 func groupedLedger(t testing.TB, keys ...string) *CostLedger {
 	t.Helper()
-	s := openGrouped(t)
+	return ledgerWithCounters(t, openGrouped(t), keys...)
+}
+
+// ledgerWithCounters returns the cost ledger of s with counters keys.
+func ledgerWithCounters(t testing.TB, s *Store, keys ...string) *CostLedger {
+	t.Helper()
 	ctx := context.Background()
 	l, err := NewCostLedger(ctx, s)
 	if err != nil {
