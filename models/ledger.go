@@ -612,7 +612,10 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 		// turn): they are written first, so the budget sees what the
 		// earlier turns cost instead of their reserved worst case.
 		if held := w.take(); len(held) > 0 {
-			_ = l.writeHeld(ctx, held, nil) // on an error each held one wrote itself alone
+			// Not cancelled with the caller: a written settlement is owed
+			// whatever the request does next. On an error each held one
+			// wrote itself alone.
+			_ = l.writeHeld(context.WithoutCancel(ctx), held, nil)
 		}
 	}
 	ctx = l.writerCtx(ctx)
