@@ -53,11 +53,7 @@ FUZZ_TARGETS := ./api:FuzzRequestBody ./internal/jsonpath:FuzzParse ./internal/w
 	./internal/llm:FuzzProviderStreams ./internal/agentpkg:FuzzVerify
 FUZZTIME ?= 1m
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) dev/fuzz.sh $(FUZZ_TARGETS)
 
 # The issue-18 probe of the built gateway from the outside: bad input
 # against every route family, planted secrets echoed by a provider, SIGKILL
