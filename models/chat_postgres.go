@@ -52,7 +52,7 @@ func execItem(query string, args ...any) batchItem {
 func (s *Store) saveExchangePostgres(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
 	var held []laterWrite
 	if w := laterWritesOf(ctx); w != nil {
-		held = w.take()
+		held = w.take(false)
 	}
 	now := time.Now().UTC()
 	sess.CreatedAt, sess.UpdatedAt = now, now

@@ -65,12 +65,14 @@ func (w *laterWrites) add(lw laterWrite) bool {
 	return true
 }
 
-// take returns the held writes and forgets them.
-func (w *laterWrites) take() []laterWrite {
+// take returns the held writes and forgets them; end also ends the
+// holding (see add).
+func (w *laterWrites) take(end bool) []laterWrite {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := w.writes
 	w.writes = nil
+	w.closed = w.closed || end
 	return out
 }
 
@@ -84,11 +86,7 @@ func (s *Store) FlushLater(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	held := w.writes
-	w.writes, w.closed = nil, true
-	w.mu.Unlock()
-	if len(held) > 0 {
+	if held := w.take(true); len(held) > 0 {
 		s.writeHeld(ctx, held, nil)
 	}
 }

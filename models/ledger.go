@@ -611,7 +611,7 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 		// A later call of a request holding settlements (an agent's next
 		// turn): they are written first, so the budget sees what the
 		// earlier turns cost instead of their reserved worst case.
-		if held := w.take(); len(held) > 0 {
+		if held := w.take(false); len(held) > 0 {
 			// Not cancelled with the caller: a written settlement is owed
 			// whatever the request does next. On an error each held one
 			// wrote itself alone.
@@ -1144,15 +1144,7 @@ func (l *CostLedger) heldSettlement(st Settlement, keys []string, finished time.
 					alone(ctx)
 					return
 				}
-				res.Applied = changed > 0
-				if !res.Applied || marked > 0 {
-					res.Pending = marked > 0
-					done(res, nil)
-					return
-				}
-				unreserved := st
-				unreserved.ReservationID = ""
-				done(l.settleCounters(ctx, unreserved, keys, finished, res))
+				done(l.markedSettled(ctx, st, keys, finished, res, changed, marked))
 			},
 		}
 	}
@@ -1309,15 +1301,21 @@ func (l *CostLedger) settlePostgres(ctx context.Context, st Settlement, keys []s
 		if err != nil {
 			return res, fmt.Errorf("settle call %s: %w", st.CallID, err)
 		}
-		res.Applied = changed > 0
-		if !res.Applied || marked > 0 {
-			res.Pending = marked > 0
-			return res, nil
-		}
-		// The reaper released the reservation already: record the spend now.
-		st.ReservationID = ""
-		return l.settleCounters(ctx, st, keys, finished, res)
+		return l.markedSettled(ctx, st, keys, finished, res, changed, marked)
 	}
+	return l.settleCounters(ctx, st, keys, finished, res)
+}
+
+// markedSettled follows settleMarkPostgresSQL up: a settled reservation is
+// left to ApplySettled (Pending); one the reaper released already gets its
+// spend recorded on the counters now.
+func (l *CostLedger) markedSettled(ctx context.Context, st Settlement, keys []string, finished time.Time, res SettleResult, changed, marked int64) (SettleResult, error) {
+	res.Applied = changed > 0
+	if !res.Applied || marked > 0 {
+		res.Pending = marked > 0
+		return res, nil
+	}
+	st.ReservationID = ""
 	return l.settleCounters(ctx, st, keys, finished, res)
 }
 
