@@ -180,6 +180,15 @@ func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workfl
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunLog, err)
 	}
 	key := in.Run.Key()
+	// The answer goes at position in.Messages. When it is there, this turn
+	// was answered by an earlier execution of the step whose end Temporal
+	// never recorded (a crash; a local activity's lost workflow task): hand
+	// that answer back rather than pay the provider again.
+	if resp, ok, err := log.Answered(ctx, key, in.Messages); err != nil {
+		return nil, err
+	} else if ok {
+		return lightResponse(resp)
+	}
 	var msgs, opening []llm.Message
 	var err error
 	if in.Turn == 1 {
@@ -212,10 +221,15 @@ func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workfl
 	if err != nil {
 		return nil, LLMStepError(ctx, err)
 	}
-	answer := llm.Message{Role: llm.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}
-	if err := log.PutFrom(ctx, key, in.Messages-len(opening), append(opening[:len(opening):len(opening)], answer)...); err != nil {
+	if err := log.PutTurn(ctx, key, in.Messages-len(opening), opening, resp); err != nil {
 		return nil, err
 	}
+	return lightResponse(resp)
+}
+
+// lightResponse is what the workflow gets of a turn's response: no tool
+// arguments and the text bounded (the whole answer is in the run log).
+func lightResponse(resp *llm.Response) (*llm.Response, error) {
 	light := *resp
 	light.Content = agent.Summary(resp.Content, workflows.MaxTurnTextBytes)
 	light.ToolCalls = make([]llm.ToolCall, len(resp.ToolCalls))

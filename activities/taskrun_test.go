@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -218,7 +219,11 @@ func TestLLMTurnClassifiesErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"))
-	turn := func(text string) (*llm.Response, error) { return f.turn(t, text) }
+	first := f.ref
+	turn := func(text string) (*llm.Response, error) {
+		f.ref.Attempt++ // a run of its own: an answered turn of the same run is handed back
+		return f.turn(t, text)
+	}
 	resp, err := turn("hello")
 	if err != nil || !strings.Contains(resp.Content, "hello") {
 		t.Fatalf("ok turn: %+v %v", resp, err)
@@ -231,7 +236,7 @@ func TestLLMTurnClassifiesErrors(t *testing.T) {
 	if _, err := turn("busy"); !errors.As(err, &app) || app.Type() != workflows.ErrTypeProvider || app.NonRetryable() {
 		t.Fatalf("503: %v", err)
 	}
-	if got := CallID(f.ref, 3); got != "task-1-a1-t3" {
+	if got := CallID(first, 3); got != "task-1-a1-t3" {
 		t.Fatalf("call id %q", got)
 	}
 }
@@ -283,6 +288,66 @@ func TestLLMTurnRetriesThrottledCallsAfterRetryAfter(t *testing.T) {
 	router.SetGate(throttlingGate{code: costs.CodeQuota, retry: 3 * time.Hour})
 	if err := turn(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeCostRejected || !app.NonRetryable() || app.Details(&code) != nil || code != costs.CodeQuota {
 		t.Fatalf("quota: %v (code %q)", err, code)
+	}
+}
+
+// TestLLMTurnAnsweredIsNotPaidAgain: a turn whose answer is already in the
+// run log (the step ran but its end was never recorded: a crash, a local
+// activity's lost workflow task) hands that answer back without asking the
+// provider; a later turn likewise. An answer stored by an older gateway,
+// without the response kept beside it, is asked again as before.
+func TestLLMTurnAnsweredIsNotPaidAgain(t *testing.T) {
+	fake := fakellm.New()
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	fake.Script(
+		fakellm.Rule{Contains: "wrote", Reply: "Done."},
+		fakellm.Rule{Contains: "write it", ToolCalls: []fakellm.ToolCall{
+			fakellm.NewToolCall("write_file", map[string]string{"path": "a.md", "content": "a"})}},
+	)
+	p, err := llm.NewProvider("ollama", llm.ProviderConfig{Type: "ollama", BaseURL: fake.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"))
+	ctx := context.Background()
+	first, err := f.turn(t, "write it")
+	if err != nil || len(first.ToolCalls) != 1 || first.Usage.InputTokens == 0 || first.FinishReason == "" {
+		t.Fatalf("first turn: %+v %v", first, err)
+	}
+	again, err := f.turn(t, "write it")
+	if err != nil || !reflect.DeepEqual(first, again) {
+		t.Fatalf("the turn run again answered %+v (%v), the first time %+v", again, err, first)
+	}
+	if fake.CallCount() != 1 {
+		t.Fatalf("provider asked %d times for one turn", fake.CallCount())
+	}
+
+	ref := f.ref
+	ref.Snapshot = f.snapshot(t, "write it")
+	if _, err := f.acts.TaskRunTool(ctx, workflows.ToolInput{Run: ref, Turn: 1, CallSeq: 1, ResultSeq: 2, CallID: first.ToolCalls[0].ID, Name: "write_file"}); err != nil {
+		t.Fatal(err)
+	}
+	second := workflows.LLMTurnInput{Run: ref, Turn: 2, Messages: 3}
+	for i := 0; i < 2; i++ {
+		if resp, err := f.acts.TaskRunLLMTurn(ctx, second); err != nil || resp.Content != "Done." {
+			t.Fatalf("second turn: %+v %v", resp, err)
+		}
+	}
+	if fake.CallCount() != 2 {
+		t.Fatalf("provider asked %d times for two turns", fake.CallCount())
+	}
+
+	// An older gateway stored the answer without the response.
+	ref.Attempt++
+	if err := f.acts.Log.PutFrom(ctx, ref.Key(), 0, llm.Message{Role: llm.RoleUser, Content: "write it"},
+		llm.Message{Role: llm.RoleAssistant, Content: "stored before"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.acts.TaskRunLLMTurn(ctx, workflows.LLMTurnInput{Run: ref, Turn: 1, Messages: 1}); err != nil || fake.CallCount() != 3 {
+		t.Fatalf("an answer without its response kept was not asked again (%d calls, %v)", fake.CallCount(), err)
 	}
 }
 

@@ -37,6 +37,9 @@ type engineEnv struct {
 	log    *runlog.Log
 	fake   *fakellm.Server
 	dir    string
+	// local starts runs the way the gateway does since #10's throughput
+	// work: file tools and LLM turns as local activities.
+	local bool
 }
 
 func startEngineEnv(t *testing.T) *engineEnv {
@@ -114,9 +117,12 @@ func (e *engineEnv) run(t *testing.T, title string, maxTurns, continueAfter int)
 		t.Fatal(err)
 	}
 	in := workflows.TaskRunInput{TaskID: task.ID, RunID: run.ID, Attempt: run.Attempt, AgentID: agentID, Title: title, Trigger: workflows.TriggerAPI,
-		Subject: "test", Agent: ag.Outline(), Snapshot: sha, ContinueAfterEvents: continueAfter}
-	we, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wid, TaskQueue: "engine-test",
-		WorkflowExecutionTimeout: workflows.TaskRunExecutionTimeout}, workflows.TaskRunWorkflowName, in)
+		Subject: "test", Agent: ag.Outline(), Snapshot: sha, ContinueAfterEvents: continueAfter, LocalFileTools: e.local, LocalLLMTurns: e.local}
+	opts := client.StartWorkflowOptions{ID: wid, TaskQueue: "engine-test", WorkflowExecutionTimeout: workflows.TaskRunExecutionTimeout}
+	if e.local {
+		opts.WorkflowTaskTimeout = workflows.TaskRunWorkflowTaskTimeout
+	}
+	we, err := e.client.ExecuteWorkflow(ctx, opts, workflows.TaskRunWorkflowName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,22 +207,28 @@ func TestLongRunKeepsHistorySmall(t *testing.T) {
 	env := startEngineEnv(t)
 	big := strings.Repeat("0123456789abcdef", 300<<10/16)
 	read := []fakellm.ToolCall{fakellm.NewToolCall("read_file", map[string]string{"path": "big.txt"})}
-	env.fake.Script(
-		fakellm.Rule{Contains: "wrote", ToolCalls: read},
-		fakellm.Rule{Contains: "0123456789abcdef", ToolCalls: read, Times: 97},
-		fakellm.Rule{Contains: "0123456789abcdef", Reply: "Read it 98 times."},
-		fakellm.Rule{Contains: "Long run", ToolCalls: []fakellm.ToolCall{
-			fakellm.NewToolCall("write_file", map[string]string{"path": "big.txt", "content": big})}},
-	)
-	res, wid, runID := env.run(t, "Long run", 100, 0)
-	if res.Status != models.RunFinished || res.Turns != 100 || res.Reply != "Read it 98 times." {
-		t.Fatalf("result %+v", res)
-	}
-	st := env.history(t, wid, runID)
-	t.Logf("100 turns, 99 tool results of 300 KiB: history %d events, %d bytes (%d bytes a turn), largest payload %d bytes",
-		st.events, st.bytes, st.bytes/100, st.largestPayload)
-	if st.continuedAsNew || st.bytes >= 1<<20 || st.largestPayload > 256<<10 {
-		t.Fatalf("history %+v: want one execution under 1 MiB, no payload above 256 KiB", st)
+	// Runs requested before #10's throughput work (every step an
+	// activity) and runs requested since (file tools and LLM turns as
+	// local activities, recorded as markers).
+	for _, local := range []bool{false, true} {
+		env.local = local
+		env.fake.Script(
+			fakellm.Rule{Contains: "wrote", ToolCalls: read},
+			fakellm.Rule{Contains: "0123456789abcdef", ToolCalls: read, Times: 97},
+			fakellm.Rule{Contains: "0123456789abcdef", Reply: "Read it 98 times."},
+			fakellm.Rule{Contains: "Long run", ToolCalls: []fakellm.ToolCall{
+				fakellm.NewToolCall("write_file", map[string]string{"path": "big.txt", "content": big})}},
+		)
+		res, wid, runID := env.run(t, "Long run", 100, 0)
+		if res.Status != models.RunFinished || res.Turns != 100 || res.Reply != "Read it 98 times." {
+			t.Fatalf("local steps %v: result %+v", local, res)
+		}
+		st := env.history(t, wid, runID)
+		t.Logf("local steps %v: 100 turns, 99 tool results of 300 KiB: history %d events, %d bytes (%d bytes a turn), largest payload %d bytes",
+			local, st.events, st.bytes, st.bytes/100, st.largestPayload)
+		if st.continuedAsNew || st.bytes >= 1<<20 || st.largestPayload > 256<<10 {
+			t.Fatalf("local steps %v: history %+v: want one execution under 1 MiB, no payload above 256 KiB", local, st)
+		}
 	}
 }
 

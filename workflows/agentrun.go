@@ -73,6 +73,9 @@ type agentRun struct {
 	// before it existed replays with its tool activities (no GetVersion:
 	// see docs/decisions.md, "Task runs: file tools as local activities").
 	localFileTools bool
+	// localLLMTurns runs the LLM turns as local activities (CallLLM), from
+	// the run's input like localFileTools.
+	localLLMTurns bool
 }
 
 // errContinueAsNew stops the loop between turns so the workflow can
@@ -170,6 +173,14 @@ type durableExecutor struct {
 	checkpoint              *agent.Checkpoint
 }
 
+// CallLLM runs one LLM turn: an activity, or in a run that asks for it
+// (localLLMTurns) a local activity, which runs inside the workflow task
+// that reaches the turn and is recorded as a marker when the task
+// completes: no activity task, no matching hop, no workflow task of its
+// own. A turn can take minutes; the SDK keeps the workflow task alive
+// meanwhile. The step is idempotent (activities.LLMTurn hands back an
+// answer already in the run log), which a local activity needs: a worker
+// that dies before the workflow task completes runs it again.
 func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 	n := len(t.Request.Messages)
 	resp, reused, err := e.reusedAnswer(t.Turn, n)
@@ -177,9 +188,15 @@ func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 		return nil, err
 	}
 	if !reused {
-		ctx := workflow.WithActivityOptions(e.ctx, e.run.llmOpts)
 		in := LLMTurnInput{Run: e.run.ref, Turn: t.Turn, Messages: n, ToolChoice: t.Request.ToolChoice}
-		err := workflow.ExecuteActivity(ctx, e.run.llmStep, in).Get(ctx, &resp)
+		var err error
+		if e.run.localLLMTurns {
+			ctx := workflow.WithLocalActivityOptions(e.ctx, localOptions(e.run.llmOpts))
+			err = workflow.ExecuteLocalActivity(ctx, e.run.llmStep, in).Get(ctx, &resp)
+		} else {
+			ctx := workflow.WithActivityOptions(e.ctx, e.run.llmOpts)
+			err = workflow.ExecuteActivity(ctx, e.run.llmStep, in).Get(ctx, &resp)
+		}
 		if code, ok := budgetRefusal(err); ok && e.run.budgetWait > 0 {
 			err = e.waitForBudget(in, code, err, &resp)
 		}
@@ -216,7 +233,7 @@ func (e *durableExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, 
 	var res agent.ToolResult
 	var err error
 	if e.runsLocally(inv.Call.Name) {
-		ctx := workflow.WithLocalActivityOptions(e.ctx, localToolOptions(e.run.toolOpts))
+		ctx := workflow.WithLocalActivityOptions(e.ctx, localOptions(e.run.toolOpts))
 		err = workflow.ExecuteLocalActivity(ctx, e.run.toolStep, in).Get(ctx, &res)
 	} else {
 		ctx := workflow.WithActivityOptions(e.ctx, e.run.toolOpts)
@@ -248,11 +265,12 @@ func (e *durableExecutor) runsLocally(tool string) bool {
 	return e.run.localFileTools && localTools[tool]
 }
 
-// localToolOptions are the tool step's activity options as local activity
-// options: the same start-to-close bound and retry policy (the step gives
-// up after ToolStepAttempts itself). A local activity has no heartbeat;
-// the file tools do not need one.
-func localToolOptions(o workflow.ActivityOptions) workflow.LocalActivityOptions {
+// localOptions are a step's activity options as local activity options:
+// the same start-to-close bound and retry policy (the steps give up after
+// their own attempt limits). A local activity has no heartbeat: a worker
+// that dies is noticed by the workflow task's timeout instead, and the
+// step runs again on the worker that takes the run over.
+func localOptions(o workflow.ActivityOptions) workflow.LocalActivityOptions {
 	return workflow.LocalActivityOptions{StartToCloseTimeout: o.StartToCloseTimeout, RetryPolicy: o.RetryPolicy}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -32,6 +33,8 @@ type harness struct {
 	tools    []workflows.ToolInput
 	started  int
 	outcomes []models.RunOutcome
+	// localLLM counts the LLM steps started as local activities.
+	localLLM int
 }
 
 func newHarness(t *testing.T) *harness {
@@ -39,6 +42,13 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{env: suite.NewTestWorkflowEnvironment(), acts: &activities.TaskRunActivities{}}
 	h.env.RegisterWorkflowWithOptions(workflows.TaskRun, workflow.RegisterOptions{Name: workflows.TaskRunWorkflowName})
 	h.env.RegisterActivity(h.acts)
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if info.ActivityType.Name == "TaskRunLLMTurn" {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.localLLM++
+		}
+	})
 	h.env.OnActivity(h.acts.TaskRunStart, mock.Anything, mock.Anything).Return(func(context.Context, workflows.RunRef) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -81,6 +91,29 @@ func input() workflows.TaskRunInput {
 		Agent:    agent.Input{Provider: "ollama", Model: "m", UserText: "Task #42: Write", MaxTurns: 4, Tools: agent.ToolsFor([]string{"write_file"})}.Outline()}
 }
 
+// eachStepKind runs test for a run whose LLM turns are activities (runs
+// requested before LocalLLMTurns) and for one whose turns are local
+// activities, and checks that the turns ran as asked.
+func eachStepKind(t *testing.T, test func(t *testing.T, h *harness, in workflows.TaskRunInput)) {
+	for _, local := range []bool{false, true} {
+		name := "activities"
+		if local {
+			name = "local activities"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			in := input()
+			in.LocalLLMTurns = local
+			test(t, h, in)
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if local != (h.localLLM > 0) {
+				t.Fatalf("%d LLM steps ran as local activities in a run with LocalLLMTurns %v", h.localLLM, local)
+			}
+		})
+	}
+}
+
 func (h *harness) outcome(t *testing.T) models.RunOutcome {
 	t.Helper()
 	h.mu.Lock()
@@ -92,82 +125,92 @@ func (h *harness) outcome(t *testing.T) models.RunOutcome {
 }
 
 func TestTaskRunFinishesWithToolCall(t *testing.T) {
-	h := newHarness(t)
-	h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
-		if n == 1 {
-			return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"r.md","content":"abc"}`)}},
-				Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}, nil
+	eachStepKind(t, func(t *testing.T, h *harness, in workflows.TaskRunInput) {
+		h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
+			if n == 1 {
+				return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"r.md","content":"abc"}`)}},
+					Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}, nil
+			}
+			return &llm.Response{Content: "Done.", Usage: llm.Usage{InputTokens: 20, OutputTokens: 2}}, nil
+		})
+		h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+		if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
+			t.Fatalf("workflow: completed=%v err=%v", h.env.IsWorkflowCompleted(), h.env.GetWorkflowError())
 		}
-		return &llm.Response{Content: "Done.", Usage: llm.Usage{InputTokens: 20, OutputTokens: 2}}, nil
+		var res workflows.TaskRunResult
+		if err := h.env.GetWorkflowResult(&res); err != nil || res.Status != models.RunFinished || res.Reply != "Done." {
+			t.Fatalf("result %+v %v", res, err)
+		}
+		o := h.outcome(t)
+		if o.Status != models.RunFinished || o.Turns != 2 || o.InputTokens != 30 || o.OutputTokens != 7 || o.Reply != "Done." || o.StopReason != agent.StopFinished {
+			t.Fatalf("outcome %+v", o)
+		}
+		if h.started != 1 || len(h.tools) != 1 || h.tools[0].CallID != "c1" || h.tools[0].Run.RunID != 7 {
+			t.Fatalf("started=%d tools=%+v", h.started, h.tools)
+		}
+		// The LLM call id is stable per workflow, attempt and turn.
+		if got := activities.CallID(h.llmCalls[1].Run, h.llmCalls[1].Turn); got != "task-42-a3-t2" {
+			t.Fatalf("call id %q", got)
+		}
 	})
-	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
-	if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
-		t.Fatalf("workflow: completed=%v err=%v", h.env.IsWorkflowCompleted(), h.env.GetWorkflowError())
-	}
-	var res workflows.TaskRunResult
-	if err := h.env.GetWorkflowResult(&res); err != nil || res.Status != models.RunFinished || res.Reply != "Done." {
-		t.Fatalf("result %+v %v", res, err)
-	}
-	o := h.outcome(t)
-	if o.Status != models.RunFinished || o.Turns != 2 || o.InputTokens != 30 || o.OutputTokens != 7 || o.Reply != "Done." || o.StopReason != agent.StopFinished {
-		t.Fatalf("outcome %+v", o)
-	}
-	if h.started != 1 || len(h.tools) != 1 || h.tools[0].CallID != "c1" || h.tools[0].Run.RunID != 7 {
-		t.Fatalf("started=%d tools=%+v", h.started, h.tools)
-	}
-	// The LLM call id is stable per workflow, attempt and turn.
-	if got := activities.CallID(h.llmCalls[1].Run, h.llmCalls[1].Turn); got != "task-42-a3-t2" {
-		t.Fatalf("call id %q", got)
-	}
 }
 
 func TestTaskRunRetriesFailingLLMTurn(t *testing.T) {
-	h := newHarness(t)
-	h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
-		if n == 1 {
-			return nil, temporal.NewApplicationError("llm provider \"ollama\": HTTP 503: overloaded", workflows.ErrTypeProvider)
+	eachStepKind(t, func(t *testing.T, h *harness, in workflows.TaskRunInput) {
+		h.onLLM(0, func(n int, in workflows.LLMTurnInput) (*llm.Response, error) {
+			if n == 1 {
+				return nil, temporal.NewApplicationError("llm provider \"ollama\": HTTP 503: overloaded", workflows.ErrTypeProvider)
+			}
+			return &llm.Response{Content: "ok"}, nil
+		})
+		h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+		if err := h.env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
 		}
-		return &llm.Response{Content: "ok"}, nil
+		if len(h.llmCalls) != 2 || h.llmCalls[0].Turn != 1 || h.llmCalls[1].Turn != 1 {
+			t.Fatalf("llm calls: %d", len(h.llmCalls))
+		}
+		if o := h.outcome(t); o.Status != models.RunFinished || o.Turns != 1 {
+			t.Fatalf("outcome %+v", o)
+		}
 	})
-	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
-	if err := h.env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if len(h.llmCalls) != 2 || h.llmCalls[0].Turn != 1 || h.llmCalls[1].Turn != 1 {
-		t.Fatalf("llm calls: %d", len(h.llmCalls))
-	}
-	if o := h.outcome(t); o.Status != models.RunFinished || o.Turns != 1 {
-		t.Fatalf("outcome %+v", o)
-	}
 }
 
 func TestTaskRunFailsOnNonRetryableError(t *testing.T) {
-	h := newHarness(t)
-	h.onLLM(0, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
-		return nil, temporal.NewNonRetryableApplicationError("llm provider \"ollama\": HTTP 400: bad model", workflows.ErrTypeLLMRejected, nil)
+	eachStepKind(t, func(t *testing.T, h *harness, in workflows.TaskRunInput) {
+		h.onLLM(0, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
+			return nil, temporal.NewNonRetryableApplicationError("llm provider \"ollama\": HTTP 400: bad model", workflows.ErrTypeLLMRejected, nil)
+		})
+		h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+		var app *temporal.ApplicationError
+		if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeTaskRunFailed {
+			t.Fatalf("workflow error %v", err)
+		}
+		if len(h.llmCalls) != 1 {
+			t.Fatalf("a non-retryable error was retried: %d calls", len(h.llmCalls))
+		}
+		o := h.outcome(t)
+		if o.Status != models.RunFailed || o.Error != `turn 1: llm provider "ollama": HTTP 400: bad model` {
+			t.Fatalf("outcome %+v", o)
+		}
 	})
-	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
-	var app *temporal.ApplicationError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != workflows.ErrTypeTaskRunFailed {
-		t.Fatalf("workflow error %v", err)
-	}
-	if len(h.llmCalls) != 1 {
-		t.Fatalf("a non-retryable error was retried: %d calls", len(h.llmCalls))
-	}
-	o := h.outcome(t)
-	if o.Status != models.RunFailed || o.Error != `turn 1: llm provider "ollama": HTTP 400: bad model` {
-		t.Fatalf("outcome %+v", o)
-	}
 }
 
+// TestTaskRunTimesOutAfter15Minutes: the run's timer ends a turn that
+// never answers. With LLM turns as local activities the timer reaches the
+// workflow only when the SDK renews the workflow task, which this test
+// environment does not do while a local activity runs (it stops its
+// clock); e2e's TestTaskRunLocalLLMTurnEndsOnDeadlineAndCancel shows that
+// case on the real server.
 func TestTaskRunTimesOutAfter15Minutes(t *testing.T) {
 	h := newHarness(t)
+	in := input()
 	// The model never answers within the run's limit.
 	h.onLLM(20*time.Minute, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
 		return &llm.Response{Content: "too late"}, nil
 	})
 	start := h.env.Now()
-	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
 	if !h.env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
@@ -185,22 +228,23 @@ func TestTaskRunTimesOutAfter15Minutes(t *testing.T) {
 }
 
 func TestTaskRunCancellation(t *testing.T) {
-	h := newHarness(t)
-	h.onLLM(10*time.Minute, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
-		return &llm.Response{Content: "never"}, nil
+	eachStepKind(t, func(t *testing.T, h *harness, in workflows.TaskRunInput) {
+		h.onLLM(10*time.Minute, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
+			return &llm.Response{Content: "never"}, nil
+		})
+		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
+		h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+		if !h.env.IsWorkflowCompleted() {
+			t.Fatal("workflow did not complete")
+		}
+		var canceled *temporal.CanceledError
+		if err := h.env.GetWorkflowError(); !errors.As(err, &canceled) {
+			t.Fatalf("workflow error %v, want cancelled", err)
+		}
+		if o := h.outcome(t); o.Status != models.RunCancelled {
+			t.Fatalf("outcome %+v", o)
+		}
 	})
-	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
-	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
-	if !h.env.IsWorkflowCompleted() {
-		t.Fatal("workflow did not complete")
-	}
-	var canceled *temporal.CanceledError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &canceled) {
-		t.Fatalf("workflow error %v, want cancelled", err)
-	}
-	if o := h.outcome(t); o.Status != models.RunCancelled {
-		t.Fatalf("outcome %+v", o)
-	}
 }
 
 func TestTaskRunStopsWhenRunIsGone(t *testing.T) {

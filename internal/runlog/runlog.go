@@ -49,6 +49,22 @@ type message struct {
 	ToolCalls  []llm.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
 	Name       string         `json:"name,omitempty"`
+	// Answer is set on the assistant message an LLM turn stored (PutTurn).
+	Answer *answer `json:"answer,omitempty"`
+}
+
+// answer is what the log keeps of an LLM turn's response besides its
+// message, so that a step run again for the same turn (a worker that died
+// after the provider answered, before Temporal recorded the step; a local
+// activity whose workflow task was lost) hands the same response back
+// instead of paying the provider twice.
+type answer struct {
+	Usage         llm.Usage `json:"usage"`
+	UsageReported bool      `json:"usage_reported,omitempty"`
+	RequestID     string    `json:"request_id,omitempty"`
+	Model         string    `json:"model,omitempty"`
+	FinishReason  string    `json:"finish_reason,omitempty"`
+	Attempts      int       `json:"attempts,omitempty"`
 }
 
 // Put stores the message at position seq of run key (replacing what a
@@ -60,20 +76,70 @@ func (l *Log) Put(ctx context.Context, key string, seq int, m llm.Message) error
 // PutFrom stores msgs at positions from, from+1, ... of run key in one
 // write (replacing what a failed earlier attempt may have left there).
 func (l *Log) PutFrom(ctx context.Context, key string, from int, msgs ...llm.Message) error {
-	rows := make([]models.RunMessage, 0, len(msgs))
-	for i, m := range msgs {
-		row, err := l.row(key, from+i, m)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, row)
+	rows, err := l.rows(key, from, msgs)
+	if err != nil {
+		return err
 	}
 	return l.Store.PutRunMessages(ctx, rows...)
 }
 
+// rows encodes msgs for positions from, from+1, ... of run key.
+func (l *Log) rows(key string, from int, msgs []llm.Message) ([]models.RunMessage, error) {
+	rows := make([]models.RunMessage, 0, len(msgs)+1) // room for PutTurn's answer
+	for i, m := range msgs {
+		row, err := l.row(key, from+i, message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name})
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// PutTurn stores the answer of an LLM turn at position from+len(opening)
+// of run key, after the opening messages a first turn stores with it, in
+// one write; Answered hands the response back to a step run again.
+func (l *Log) PutTurn(ctx context.Context, key string, from int, opening []llm.Message, resp *llm.Response) error {
+	rows, err := l.rows(key, from, opening)
+	if err != nil {
+		return err
+	}
+	row, err := l.row(key, from+len(opening), message{Role: llm.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls,
+		Answer: &answer{Usage: resp.Usage, UsageReported: resp.UsageReported, RequestID: resp.RequestID, Model: resp.Model,
+			FinishReason: resp.FinishReason, Attempts: resp.Attempts}})
+	if err != nil {
+		return err
+	}
+	return l.Store.PutRunMessages(ctx, append(rows, row)...)
+}
+
+// Answered returns the response an LLM turn stored at position seq of run
+// key (PutTurn), or false when there is none: the turn has not been
+// answered yet, or its answer was stored by a gateway that kept no
+// response with it.
+func (l *Log) Answered(ctx context.Context, key string, seq int) (*llm.Response, bool, error) {
+	row, err := l.Store.RunMessageAt(ctx, key, seq)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	m, err := l.decodeMessage(row)
+	if err != nil {
+		return nil, false, err
+	}
+	if m.Role != llm.RoleAssistant || m.Answer == nil {
+		return nil, false, nil
+	}
+	a := m.Answer
+	return &llm.Response{Content: m.Content, ToolCalls: m.ToolCalls, Usage: a.Usage, UsageReported: a.UsageReported,
+		RequestID: a.RequestID, Model: a.Model, FinishReason: a.FinishReason, Attempts: a.Attempts}, true, nil
+}
+
 // row encodes the message at seq (a large body goes to a blob file).
-func (l *Log) row(key string, seq int, m llm.Message) (models.RunMessage, error) {
-	body, err := json.Marshal(message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name})
+func (l *Log) row(key string, seq int, m message) (models.RunMessage, error) {
+	body, err := json.Marshal(m)
 	if err != nil {
 		return models.RunMessage{}, fmt.Errorf("encode message %d of run %s: %w", seq, key, err)
 	}
@@ -136,18 +202,26 @@ func (l *Log) Last(ctx context.Context, key string) (llm.Message, error) {
 }
 
 func (l *Log) decode(row *models.RunMessage) (llm.Message, error) {
+	m, err := l.decodeMessage(row)
+	if err != nil {
+		return llm.Message{}, err
+	}
+	return llm.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}, nil
+}
+
+func (l *Log) decodeMessage(row *models.RunMessage) (message, error) {
 	body := []byte(row.Body)
 	if row.BlobSHA256 != "" {
 		var err error
 		if body, err = l.blob(row.BlobSHA256); err != nil {
-			return llm.Message{}, fmt.Errorf("message %d of run %s: %w", row.Seq, row.RunKey, err)
+			return message{}, fmt.Errorf("message %d of run %s: %w", row.Seq, row.RunKey, err)
 		}
 	}
 	var m message
 	if err := json.Unmarshal(body, &m); err != nil {
-		return llm.Message{}, fmt.Errorf("decode message %d of run %s: %w", row.Seq, row.RunKey, err)
+		return message{}, fmt.Errorf("decode message %d of run %s: %w", row.Seq, row.RunKey, err)
 	}
-	return llm.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}, nil
+	return m, nil
 }
 
 // PutSnapshot stores v (an agent definition resolved for a run) as JSON

@@ -148,7 +148,7 @@ func (r *Service) launch(ctx context.Context, task *models.Task, def *agent.Defi
 		Version: workflows.TaskRunInputVersion, TaskID: taskID, RunID: run.ID, Attempt: run.Attempt, AgentID: def.ID, Title: task.Title, Trigger: run.Trigger, Subject: who,
 		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: run.Snapshot,
 		Approvals: workflows.PolicyOf(def.Approvals), BudgetWait: r.Config.Costs.RunBudgetWait, Reuse: reuse,
-		ToolTimeout: r.Config.Runtime.ToolTimeout, LocalFileTools: true,
+		ToolTimeout: r.Config.Runtime.ToolTimeout, LocalFileTools: true, LocalLLMTurns: true,
 	}
 	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {
@@ -174,6 +174,9 @@ func (r *Service) launch(ctx context.Context, task *models.Task, def *agent.Defi
 		// first workflow task back in the start response instead of
 		// through a poll (one round trip and one matching hop fewer per run).
 		EnableEagerStart: true,
+		// The LLM turns are local activities (LocalLLMTurns): how soon a
+		// cancel request and the deadline reach the workflow.
+		WorkflowTaskTimeout: workflows.TaskRunWorkflowTaskTimeout,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SearchAttrTaskID.ValueSet(taskID), workflows.SearchAttrAgentID.ValueSet(def.ID), workflows.SearchAttrTrigger.ValueSet(run.Trigger)),
 		StaticSummary: summary(task, def.ID, run.Attempt),
