@@ -109,6 +109,10 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 		SessionID:   firingSessionID(def.ID, wid),
 		ToolTimeout: a.Config.Runtime.ToolTimeout,
 		Approvals:   workflows.PolicyOf(def.Approvals),
+		// Turns as local activities; the firing's workflow task timeout is
+		// the schedule's (10 s), so a cancel or the deadline lands within
+		// about 8 or 16 s of a turn that never answers.
+		LocalLLMTurns: true,
 	}, nil
 }
 

@@ -83,8 +83,9 @@ func (a *WebhookRunActivities) WebhookRunPrepare(ctx context.Context, in workflo
 	return &workflows.WebhookPrepared{
 		Run: workflows.RunRef{WorkflowID: workflows.WebhookRunWorkflowID(in.RunID), Attempt: 1, AgentID: def.ID, Trigger: "webhook",
 			Subject: in.Subject, DataClassification: def.LLM.DataClassification, Snapshot: sha},
-		Agent:       snap.Agent.Outline(),
-		ToolTimeout: a.Config.Runtime.ToolTimeout,
+		Agent:         snap.Agent.Outline(),
+		ToolTimeout:   a.Config.Runtime.ToolTimeout,
+		LocalLLMTurns: true,
 	}, nil
 }
 

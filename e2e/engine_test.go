@@ -120,7 +120,7 @@ func (e *engineEnv) run(t *testing.T, title string, maxTurns, continueAfter int)
 		Subject: "test", Agent: ag.Outline(), Snapshot: sha, ContinueAfterEvents: continueAfter, LocalFileTools: e.local, LocalLLMTurns: e.local}
 	opts := client.StartWorkflowOptions{ID: wid, TaskQueue: "engine-test", WorkflowExecutionTimeout: workflows.TaskRunExecutionTimeout}
 	if e.local {
-		opts.WorkflowTaskTimeout = workflows.TaskRunWorkflowTaskTimeout
+		opts.WorkflowTaskTimeout = workflows.LocalTurnsWorkflowTaskTimeout
 	}
 	we, err := e.client.ExecuteWorkflow(ctx, opts, workflows.TaskRunWorkflowName, in)
 	if err != nil {

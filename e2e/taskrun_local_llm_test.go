@@ -22,7 +22,7 @@ import (
 // TestTaskRunLocalLLMTurnEndsOnDeadlineAndCancel: an LLM turn that runs as
 // a local activity (LocalLLMTurns) holds the workflow task while it runs,
 // so the run's deadline and a cancel request reach the workflow only when
-// the SDK renews that task (at 80 % of TaskRunWorkflowTaskTimeout). On the
+// the SDK renews that task (at 80 % of LocalTurnsWorkflowTaskTimeout). On the
 // real server both still end a turn that never answers: the step's context
 // is cancelled and the outcome recorded, a cancel within one renewal, the
 // deadline within two (its timer is created by the first). The workflow test environment cannot show this (it does not
@@ -68,7 +68,7 @@ func TestTaskRunLocalLLMTurnEndsOnDeadlineAndCancel(t *testing.T) {
 			Agent: agent.Input{Provider: "ollama", Model: "m", UserText: "never answered", MaxTurns: 2}.Outline()}
 		wr, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 			ID: fmt.Sprintf("%s-%d", queue, runID), TaskQueue: queue, WorkflowExecutionTimeout: 2 * time.Minute,
-			WorkflowTaskTimeout: workflows.TaskRunWorkflowTaskTimeout}, workflows.TaskRunWorkflowName, in)
+			WorkflowTaskTimeout: workflows.LocalTurnsWorkflowTaskTimeout}, workflows.TaskRunWorkflowName, in)
 		if err != nil {
 			t.Fatal(err)
 		}

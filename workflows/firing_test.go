@@ -3,11 +3,13 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -92,28 +94,45 @@ func (f *firingEnv) run(t *testing.T) workflows.ScheduledAgentResult {
 // the run log; the finish step gets the outcome and the reply is handed to
 // Delivery under the id derived from the firing.
 func TestFiringRunsTurnByTurn(t *testing.T) {
-	f := newFiringEnv(t, preparedRun, func(in workflows.LLMTurnInput) (*llm.Response, error) {
-		if in.Turn == 1 {
-			return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{}`)}}}, nil
-		}
-		return &llm.Response{Content: "The report.", Usage: llm.Usage{InputTokens: 10, OutputTokens: 3}}, nil
-	})
-	res := f.run(t)
-	if err := f.env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.turns) != 2 || f.turns[0].Messages != 2 || f.turns[1].Messages != 4 || f.turns[0].Run.WorkflowID != preparedRun.Run.WorkflowID {
-		t.Fatalf("turns %+v", f.turns)
-	}
-	if len(f.tools) != 1 || f.tools[0].CallSeq != 2 || f.tools[0].ResultSeq != 3 {
-		t.Fatalf("tools %+v", f.tools)
-	}
-	want := activities.FiringDeliveryID(preparedRun.Run.WorkflowID)
-	if len(f.finished) != 1 || f.finished[0].Status != models.ScheduleRunSucceeded || f.finished[0].Turns != 2 || f.finished[0].SessionID != preparedRun.SessionID {
-		t.Fatalf("finished %+v", f.finished)
-	}
-	if res.Status != models.ScheduleRunSucceeded || res.DeliveryID != want || len(f.delivered) != 1 || f.delivered[0].DeliveryID != want {
-		t.Fatalf("result %+v delivered %+v", res, f.delivered)
+	// Firings prepared before LocalLLMTurns (LLM activities) and since
+	// (LLM turns as local activities) run the same steps.
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local LLM turns %v", local), func(t *testing.T) {
+			prep := preparedRun
+			prep.LocalLLMTurns = local
+			f := newFiringEnv(t, prep, func(in workflows.LLMTurnInput) (*llm.Response, error) {
+				if in.Turn == 1 {
+					return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{}`)}}}, nil
+				}
+				return &llm.Response{Content: "The report.", Usage: llm.Usage{InputTokens: 10, OutputTokens: 3}}, nil
+			})
+			localTurns := 0
+			f.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+				if info.ActivityType.Name == "ScheduledLLMTurn" {
+					localTurns++
+				}
+			})
+			res := f.run(t)
+			if err := f.env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if len(f.turns) != 2 || f.turns[0].Messages != 2 || f.turns[1].Messages != 4 || f.turns[0].Run.WorkflowID != preparedRun.Run.WorkflowID {
+				t.Fatalf("turns %+v", f.turns)
+			}
+			if len(f.tools) != 1 || f.tools[0].CallSeq != 2 || f.tools[0].ResultSeq != 3 {
+				t.Fatalf("tools %+v", f.tools)
+			}
+			want := activities.FiringDeliveryID(preparedRun.Run.WorkflowID)
+			if len(f.finished) != 1 || f.finished[0].Status != models.ScheduleRunSucceeded || f.finished[0].Turns != 2 || f.finished[0].SessionID != preparedRun.SessionID {
+				t.Fatalf("finished %+v", f.finished)
+			}
+			if res.Status != models.ScheduleRunSucceeded || res.DeliveryID != want || len(f.delivered) != 1 || f.delivered[0].DeliveryID != want {
+				t.Fatalf("result %+v delivered %+v", res, f.delivered)
+			}
+			if want := map[bool]int{false: 0, true: 2}[local]; localTurns != want {
+				t.Fatalf("%d of 2 turns ran as local activities, want %d", localTurns, want)
+			}
+		})
 	}
 }
 

@@ -120,7 +120,7 @@ func runFiring(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledRunResul
 	// firing's schedule and workflow id (prep.Run), and the decision Update
 	// is sent to this workflow id. Parked time moves the deadline.
 	run := &agentRun{ref: prep.Run, outline: prep.Agent, llmStep: ActivityScheduledLLMTurn, toolStep: ActivityScheduledTool,
-		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout), approvals: prep.Approvals}
+		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout), approvals: prep.Approvals, localLLMTurns: prep.LocalLLMTurns}
 	res := run.runUntil(ctx, in.Continuation, in.Deadline)
 	if res.next != nil && ctx.Err() == nil {
 		next := in

@@ -89,6 +89,10 @@ type ScheduledPrepared struct {
 	// prepared; empty in histories from before, so their commands do not
 	// change).
 	Approvals ApprovalPolicy `json:"approvals,omitempty"`
+	// LocalLLMTurns runs the firing's LLM turns as local activities (see
+	// TaskRunInput.LocalLLMTurns); false in histories from before, which
+	// keep their LLM activities.
+	LocalLLMTurns bool `json:"local_llm_turns,omitempty"`
 }
 
 // ScheduledFinishInput is how a firing's run ended.

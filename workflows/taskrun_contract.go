@@ -24,15 +24,6 @@ const (
 	// be unable to end itself (it then cannot record the outcome; the next
 	// run request of the task repairs the record, see taskruns.Service).
 	TaskRunExecutionTimeout = TaskRunTimeout + 5*time.Minute
-	// TaskRunWorkflowTaskTimeout is the workflow task timeout of a run
-	// whose LLM turns are local activities (LocalLLMTurns). A local
-	// activity runs inside a workflow task, which the SDK renews at 80 % of
-	// this timeout; only then does the workflow see a cancel request or its
-	// deadline timer. Half of Temporal's default 10 s: a cancel lands
-	// within about 4 s, the run's bound is kept within about 8 s, and a
-	// crashed gateway's run is taken over after 5 s. Shorter would add a
-	// renewal (three history events) every few seconds of a long turn.
-	TaskRunWorkflowTaskTimeout = 5 * time.Second
 	// QueryTaskRunProgress answers a TaskRunResult with the progress so far.
 	QueryTaskRunProgress = "progress"
 	// TriggerAPI marks runs started through the HTTP API.

@@ -30,7 +30,7 @@ func WebhookRun(ctx workflow.Context, in WebhookRunInput) (*WebhookRunResult, er
 		in.Deadline = workflow.Now(ctx).Add(webhookRunTimeout(in))
 	}
 	run := &agentRun{ref: prep.Run, outline: prep.Agent, llmStep: ActivityWebhookLLMTurn, toolStep: ActivityWebhookTool,
-		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout)}
+		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout), localLLMTurns: prep.LocalLLMTurns}
 	res := run.runUntil(ctx, in.Continuation, in.Deadline)
 	if res.next != nil && ctx.Err() == nil {
 		next := in

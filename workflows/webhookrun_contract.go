@@ -66,6 +66,10 @@ type WebhookPrepared struct {
 	// ToolTimeout is runtime.tool_timeout when the run was prepared (0 in
 	// histories from before: the fixed 5 minutes); see toolOptions.
 	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
+	// LocalLLMTurns runs the run's LLM turns as local activities (see
+	// TaskRunInput.LocalLLMTurns); false in histories from before, which
+	// keep their LLM activities.
+	LocalLLMTurns bool `json:"local_llm_turns,omitempty"`
 }
 
 // WebhookFinishInput is how the run ended.

@@ -3,10 +3,12 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -21,6 +23,7 @@ import (
 type webhookRunEnv struct {
 	env       *testsuite.TestWorkflowEnvironment
 	acts      *activities.WebhookRunActivities
+	prep      *workflows.WebhookPrepared
 	mu        sync.Mutex
 	turns     int
 	finished  []workflows.WebhookFinishInput
@@ -38,6 +41,7 @@ func newWebhookRunEnv(prepErr error, turn func(workflows.LLMTurnInput) (*llm.Res
 	if prepErr != nil {
 		prep = nil
 	}
+	w.prep = prep
 	w.env.OnActivity(w.acts.WebhookRunPrepare, mock.Anything, mock.Anything).Return(prep, prepErr)
 	w.env.OnActivity(w.acts.WebhookLLMTurn, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 		w.mu.Lock()
@@ -68,22 +72,38 @@ func newWebhookRunEnv(prepErr error, turn func(workflows.LLMTurnInput) (*llm.Res
 var asyncCall = workflows.WebhookRunInput{RunID: "wr_1", AgentID: "ops", Subject: "api-key", UserID: "ana", SessionID: "webhook-ops-A-9", Text: "disk full"}
 
 func TestWebhookRunStoresTheReplyAndDeliversIt(t *testing.T) {
-	w := newWebhookRunEnv(nil, func(in workflows.LLMTurnInput) (*llm.Response, error) {
-		if in.Turn == 1 {
-			return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "read_file"}}}, nil
-		}
-		return &llm.Response{Content: "Cleaned up."}, nil
-	})
-	w.env.ExecuteWorkflow(workflows.WebhookRunWorkflowName, asyncCall)
-	if err := w.env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	want := activities.WebhookDeliveryID("wr_1")
-	if w.turns != 2 || len(w.finished) != 1 || w.finished[0].Status != models.WebhookRunSucceeded || w.finished[0].Turns != 2 {
-		t.Fatalf("turns %d finished %+v", w.turns, w.finished)
-	}
-	if len(w.delivered) != 1 || w.delivered[0].DeliveryID != want {
-		t.Fatalf("delivered %+v", w.delivered)
+	// Runs prepared before LocalLLMTurns (LLM activities) and since (LLM
+	// turns as local activities) run the same steps.
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local LLM turns %v", local), func(t *testing.T) {
+			w := newWebhookRunEnv(nil, func(in workflows.LLMTurnInput) (*llm.Response, error) {
+				if in.Turn == 1 {
+					return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "read_file"}}}, nil
+				}
+				return &llm.Response{Content: "Cleaned up."}, nil
+			})
+			w.prep.LocalLLMTurns = local
+			localTurns := 0
+			w.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+				if info.ActivityType.Name == "WebhookLLMTurn" {
+					localTurns++
+				}
+			})
+			w.env.ExecuteWorkflow(workflows.WebhookRunWorkflowName, asyncCall)
+			if err := w.env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			want := activities.WebhookDeliveryID("wr_1")
+			if w.turns != 2 || len(w.finished) != 1 || w.finished[0].Status != models.WebhookRunSucceeded || w.finished[0].Turns != 2 {
+				t.Fatalf("turns %d finished %+v", w.turns, w.finished)
+			}
+			if len(w.delivered) != 1 || w.delivered[0].DeliveryID != want {
+				t.Fatalf("delivered %+v", w.delivered)
+			}
+			if want := map[bool]int{false: 0, true: 2}[local]; localTurns != want {
+				t.Fatalf("%d of 2 turns ran as local activities, want %d", localTurns, want)
+			}
+		})
 	}
 }
 

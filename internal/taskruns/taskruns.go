@@ -176,7 +176,7 @@ func (r *Service) launch(ctx context.Context, task *models.Task, def *agent.Defi
 		EnableEagerStart: true,
 		// The LLM turns are local activities (LocalLLMTurns): how soon a
 		// cancel request and the deadline reach the workflow.
-		WorkflowTaskTimeout: workflows.TaskRunWorkflowTaskTimeout,
+		WorkflowTaskTimeout: workflows.LocalTurnsWorkflowTaskTimeout,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SearchAttrTaskID.ValueSet(taskID), workflows.SearchAttrAgentID.ValueSet(def.ID), workflows.SearchAttrTrigger.ValueSet(run.Trigger)),
 		StaticSummary: summary(task, def.ID, run.Attempt),

@@ -76,6 +76,8 @@ func (s *Service) HandleAsync(ctx context.Context, req Request) (*Accepted, erro
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		WorkflowExecutionTimeout:                 workflows.WebhookRunExecutionTimeout,
 		StaticSummary:                            "Webhook run " + runID + " of " + def.ID,
+		// The LLM turns are local activities (WebhookPrepared.LocalLLMTurns).
+		WorkflowTaskTimeout: workflows.LocalTurnsWorkflowTaskTimeout,
 	}, workflows.WebhookRunWorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
