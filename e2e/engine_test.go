@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -235,35 +236,48 @@ func TestLongRunKeepsHistorySmall(t *testing.T) {
 // TestLongRunContinuesAsNew: a run with a low continue-as-new threshold
 // goes on across several executions of the same workflow id and finishes
 // once: every turn asked once, one run.started and one run.finished event.
+// With LLM turns as local activities the history grows when the SDK
+// renews the workflow task (every 4 s of turns), so that run's turns take
+// 300 ms each and its threshold is lower: it continues as new after the
+// first renewal.
 func TestLongRunContinuesAsNew(t *testing.T) {
-	env := startEngineEnv(t)
-	big := strings.Repeat("0123456789abcdef", 300<<10/16)
-	read := []fakellm.ToolCall{fakellm.NewToolCall("read_file", map[string]string{"path": "big.txt"})}
-	env.fake.Script(
-		fakellm.Rule{Contains: "wrote", ToolCalls: read},
-		fakellm.Rule{Contains: "0123456789abcdef", ToolCalls: read, Times: 17},
-		fakellm.Rule{Contains: "0123456789abcdef", Reply: "Read it 18 times."},
-		fakellm.Rule{Contains: "Continued run", ToolCalls: []fakellm.ToolCall{
-			fakellm.NewToolCall("write_file", map[string]string{"path": "big.txt", "content": big})}},
-	)
-	res, wid, runID := env.run(t, "Continued run", 30, 60)
-	if res.Status != models.RunFinished || res.Turns != 20 || res.Reply != "Read it 18 times." {
-		t.Fatalf("continued result %+v", res)
-	}
-	if st := env.history(t, wid, runID); !st.continuedAsNew {
-		t.Fatalf("the first execution did not continue as new: %+v", st)
-	}
-	if n := env.fake.CallCount(); n != 20 {
-		t.Fatalf("provider saw %d turns, want 20 (none repeated across continue-as-new)", n)
-	}
-	run, err := env.store.RunByID(context.Background(), 1)
-	if err != nil || run.Status != models.RunFinished || run.Turns != 20 {
-		t.Fatalf("run record %+v %v", run, err)
-	}
-	for _, typ := range []string{models.EventRunStarted, models.EventRunFinished} {
-		evs, err := env.store.EventsAfter(context.Background(), 0, models.EventFilter{TypePrefixes: []string{typ}}, 100)
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("%s events: %d %v (want one per run)", typ, len(evs), err)
-		}
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local steps %v", local), func(t *testing.T) {
+			env := startEngineEnv(t)
+			env.local = local
+			big := strings.Repeat("0123456789abcdef", 300<<10/16)
+			read := []fakellm.ToolCall{fakellm.NewToolCall("read_file", map[string]string{"path": "big.txt"})}
+			continueAfter, delay := 60, fakellm.Duration(0)
+			if local {
+				continueAfter, delay = 20, fakellm.Duration(300*time.Millisecond)
+			}
+			env.fake.Script(
+				fakellm.Rule{Contains: "wrote", ToolCalls: read, Delay: delay},
+				fakellm.Rule{Contains: "0123456789abcdef", ToolCalls: read, Times: 17, Delay: delay},
+				fakellm.Rule{Contains: "0123456789abcdef", Reply: "Read it 18 times.", Delay: delay},
+				fakellm.Rule{Contains: "Continued run", Delay: delay, ToolCalls: []fakellm.ToolCall{
+					fakellm.NewToolCall("write_file", map[string]string{"path": "big.txt", "content": big})}},
+			)
+			res, wid, runID := env.run(t, "Continued run", 30, continueAfter)
+			if res.Status != models.RunFinished || res.Turns != 20 || res.Reply != "Read it 18 times." {
+				t.Fatalf("continued result %+v", res)
+			}
+			if st := env.history(t, wid, runID); !st.continuedAsNew {
+				t.Fatalf("the first execution did not continue as new: %+v", st)
+			}
+			if n := env.fake.CallCount(); n != 20 {
+				t.Fatalf("provider saw %d turns, want 20 (none repeated across continue-as-new)", n)
+			}
+			run, err := env.store.RunByID(context.Background(), 1)
+			if err != nil || run.Status != models.RunFinished || run.Turns != 20 {
+				t.Fatalf("run record %+v %v", run, err)
+			}
+			for _, typ := range []string{models.EventRunStarted, models.EventRunFinished} {
+				evs, err := env.store.EventsAfter(context.Background(), 0, models.EventFilter{TypePrefixes: []string{typ}}, 100)
+				if err != nil || len(evs) != 1 {
+					t.Fatalf("%s events: %d %v (want one per run)", typ, len(evs), err)
+				}
+			}
+		})
 	}
 }
