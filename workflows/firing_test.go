@@ -108,7 +108,7 @@ func TestFiringRunsTurnByTurn(t *testing.T) {
 			})
 			localTurns := 0
 			f.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-				if info.ActivityType.Name == "ScheduledLLMTurn" {
+				if info.ActivityType.Name == workflows.ActivityScheduledLLMTurn {
 					localTurns++
 				}
 			})

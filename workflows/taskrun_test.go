@@ -43,7 +43,7 @@ func newHarness(t *testing.T) *harness {
 	h.env.RegisterWorkflowWithOptions(workflows.TaskRun, workflow.RegisterOptions{Name: workflows.TaskRunWorkflowName})
 	h.env.RegisterActivity(h.acts)
 	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-		if info.ActivityType.Name == "TaskRunLLMTurn" {
+		if info.ActivityType.Name == workflows.ActivityTaskRunLLMTurn {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.localLLM++
@@ -204,13 +204,12 @@ func TestTaskRunFailsOnNonRetryableError(t *testing.T) {
 // case on the real server.
 func TestTaskRunTimesOutAfter15Minutes(t *testing.T) {
 	h := newHarness(t)
-	in := input()
 	// The model never answers within the run's limit.
 	h.onLLM(20*time.Minute, func(int, workflows.LLMTurnInput) (*llm.Response, error) {
 		return &llm.Response{Content: "too late"}, nil
 	})
 	start := h.env.Now()
-	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, in)
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, input())
 	if !h.env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}

@@ -85,7 +85,7 @@ func TestWebhookRunStoresTheReplyAndDeliversIt(t *testing.T) {
 			w.prep.LocalLLMTurns = local
 			localTurns := 0
 			w.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-				if info.ActivityType.Name == "WebhookLLMTurn" {
+				if info.ActivityType.Name == workflows.ActivityWebhookLLMTurn {
 					localTurns++
 				}
 			})
