@@ -44,14 +44,15 @@ import (
 // would have left, which the reaper then prices at its worst case.
 //
 // Each settled or written admission gets a done line, written with the
-// next batch's lines; two files take turns, and the idle one is emptied
+// next admissions' lines (or on its own once many wait); two files take turns, and the idle one is emptied
 // when all of its admissions are done, so the journal stays small.
 //
 // Only the process holding the journal's lock uses it (one gateway owns a
 // SQLite file; see docs/decisions.md); another process opening the same
 // database admits through SQLite as before.
 //
-// Everything except reservedSnapshot runs on the writer's goroutine.
+// Everything except reservedSnapshot runs under the group commit's
+// writing lock (on the writer's goroutine, or a caller running its batch).
 type admissionJournal struct {
 	base  string // file name prefix: <db>-admissions
 	lock  io.Closer
@@ -125,6 +126,9 @@ const (
 	// journalFileLimit is the size past which the writer turns to the
 	// other file (once all of that file's admissions are done).
 	journalFileLimit = 4 << 20
+	// doneLinesAlone is how many done lines may wait for the next
+	// admission's write before they are written on their own.
+	doneLinesAlone = 512
 )
 
 // errNeedsTx asks the writer to run a job again inside the batch's
@@ -389,7 +393,11 @@ func (j *admissionJournal) committed() error {
 	}
 	j.mu.Unlock()
 	j.resolved = j.resolved[:0]
-	if len(j.added) == 0 && len(j.doneToDo) == 0 {
+	if len(j.added) == 0 && len(j.doneToDo) < doneLinesAlone {
+		// Done lines alone wait for the next admission's write: a chat
+		// request's exchange then costs no journal write of its own. A
+		// done line only spares recovery a lookup in the database (an
+		// admission without one is looked up there, see recoverJournal).
 		return nil
 	}
 	if err := j.rotate(); err != nil {

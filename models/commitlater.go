@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -14,8 +15,9 @@ type commitLaterKey struct{}
 // meanwhile that nobody reads back (the settlement of its LLM calls) ride
 // on that exchange's commit instead of waiting for a commit of their own.
 //
-//   - SQLite: they are queued on the group commit without waiting; the
-//     exchange's later batch commits after them (one queue, in order).
+//   - SQLite: they are held in ctx and run by the request's next write
+//     through the group commit (its exchange, or its next LLM call's
+//     admission), as jobs of their own in front of it (see GroupCommit.Do).
 //   - PostgreSQL: they are held in ctx and sent in the exchange's batch
 //     (one round trip, one implicit transaction; see saveExchangePostgres).
 //
@@ -34,8 +36,12 @@ func laterWritesOf(ctx context.Context) *laterWrites {
 	return w
 }
 
-// laterWrite is one statement held for a request's exchange (PostgreSQL).
+// laterWrite is one write held for a request's exchange: a statement on
+// PostgreSQL, a group commit job on SQLite.
 type laterWrite struct {
+	// sqlite is the job on SQLite (then receives its outcome).
+	sqlite func(ctx context.Context, tx *sql.Tx) error
+
 	query string // with $n placeholders
 	args  []any
 	// scan reads the statement's one result row; then runs after the batch
@@ -77,8 +83,7 @@ func (w *laterWrites) take(end bool) []laterWrite {
 }
 
 // FlushLater writes what a CommitLater request still holds (nothing once
-// its SaveExchange ran; always nothing on SQLite, whose writes were queued
-// already) and ends the holding: a write arriving later is made at once by
+// its SaveExchange ran) and ends the holding: a write arriving later is made at once by
 // its caller. Deferred by the request, it keeps a path that never stores
 // its exchange (a panic, an early return) from dropping a settlement.
 func (s *Store) FlushLater(ctx context.Context) {
@@ -86,7 +91,12 @@ func (s *Store) FlushLater(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	if held := w.take(true); len(held) > 0 {
-		s.writeHeld(ctx, held, nil)
+	held := w.take(true)
+	switch {
+	case len(held) == 0:
+	case s.Group != nil:
+		s.Group.writeHeld(ctx, held)
+	default:
+		_ = s.writeHeld(ctx, held, nil)
 	}
 }

@@ -28,7 +28,8 @@ import (
 // held says, so held may be forgotten between batches (to bound it) and a
 // counter is read from the database the first time a batch needs it.
 //
-// Only the writer's goroutine uses a counterBook (jobs, begin, flush, end).
+// Only the holder of the group commit's writing lock uses a counterBook
+// (jobs, begin, flush, end).
 type counterBook struct {
 	g       *GroupCommit
 	held    map[string]CounterValue

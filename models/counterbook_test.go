@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,95 @@ func TestSettleCallLaterIsCoveredByTheNextCommit(t *testing.T) {
 	}
 }
 
+// A held settlement commits even when the write it rides on fails, and
+// its follow-up hears the outcome.
+func TestHeldSettlementCommitsWhenTheExchangeFails(t *testing.T) {
+	l := groupedLedger(t, "day:x")
+	ctx := CommitLater(context.Background())
+	keys := []string{"day:x"}
+	now := time.Now().UTC()
+	if res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry("c1", now), AdmissionID: "a1", Keys: keys, WorstMicros: 50,
+		ExpiresAt: now.Add(time.Minute)}); err != nil || !res.Admitted {
+		t.Fatalf("admit: %+v %v", res, err)
+	}
+	var heard []error
+	if !l.SettleCallLater(ctx, Settlement{CallID: "c1", AdmissionID: "a1", ReservationID: "a1", Keys: keys,
+		Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}, func(_ SettleResult, err error) { heard = append(heard, err) }) {
+		t.Fatal("not held")
+	}
+	boom := errors.New("boom")
+	if err := l.Group.Do(ctx, func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("exchange: %v", err)
+	}
+	if len(heard) != 1 || heard[0] != nil {
+		t.Fatalf("follow-up heard %v, want one nil", heard)
+	}
+	if e, err := l.GetLedgerEntry(ctx, "c1"); err != nil || e.Outcome != OutcomeSucceeded || e.CostMicros != 9 {
+		t.Fatalf("row: %+v %v", e, err)
+	}
+	// The holding ends with the request: a later settlement is not held.
+	l.FlushLater(ctx)
+	if l.SettleCallLater(ctx, Settlement{CallID: "c2"}, func(SettleResult, error) {}) {
+		t.Fatal("held after FlushLater")
+	}
+}
+
+// An agent's next LLM call is admitted against what the earlier turn
+// cost, not its worst case: the held settlement runs before the admission.
+func TestHeldSettlementCountsBeforeTheNextAdmission(t *testing.T) {
+	for _, journaled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("journaled=%v", journaled), func(t *testing.T) {
+			_, l := journalTestLedger(t, filepath.Join(t.TempDir(), "n.db"), !journaled)
+			ctx := CommitLater(context.Background())
+			keys := []string{"d"}
+			var rejected atomic.Int64
+			now := time.Now().UTC()
+			admit := func(id string) AdmitResult {
+				res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: keys, WorstMicros: 50,
+					Fit: budgetFit(60, 50, &rejected), Limits: map[string]int64{"d": 60}, ExpiresAt: now.Add(time.Minute)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			if !admit("t1").Admitted {
+				t.Fatal("first turn refused")
+			}
+			if !l.SettleCallLater(ctx, Settlement{CallID: "t1", AdmissionID: "a-t1", ReservationID: "a-t1", Keys: keys,
+				Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}, func(SettleResult, error) {}) {
+				t.Fatal("not held")
+			}
+			// 9 spent + 50 = 59 fits 60; the first turn's worst case would not.
+			if !admit("t2").Admitted {
+				t.Fatal("second turn refused: the first one still counted at its worst case")
+			}
+			if e, _ := l.GetLedgerEntry(ctx, "t1"); e == nil || e.Outcome != OutcomeSucceeded {
+				t.Fatalf("first turn's row %+v", e)
+			}
+		})
+	}
+}
+
+// With nothing queued, a write runs on its caller's goroutine: no hand-off
+// to the writer and back.
+func TestGroupCommitRunsAnIdleWriteOnItsCaller(t *testing.T) {
+	s := openGrouped(t)
+	caller := goroutineID()
+	var ran string
+	if err := s.Group.Do(context.Background(), func(context.Context, *sql.Tx) error { ran = goroutineID(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if ran != caller {
+		t.Fatalf("ran on goroutine %s, called from %s", ran, caller)
+	}
+}
+
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	return strings.Fields(string(buf))[1] // "goroutine N [running]:"
+}
+
 // BenchmarkLedgerAdmitSettle: one admission and one settlement per op
 // against a hard budget on SQLite's group commit, from 16 goroutines per
 // core; the settlement waited for (waited) or queued and covered by the
@@ -201,4 +291,59 @@ func benchmarkAdmitSettle(b *testing.B, journaled, queued bool) {
 	b.StopTimer()
 	batches, writes := l.Group.Stats()
 	b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
+}
+
+// BenchmarkChatRequestWrites: the writes of one chat request on SQLite as
+// the chat path makes them (journaled admission, settlement held for the
+// exchange, the exchange's write), one request at a time (serial: the
+// added latency at one connection) or from 16 goroutines per core.
+func BenchmarkChatRequestWrites(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		name := "serial"
+		if parallel {
+			name = "parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, l := journalTestLedger(b, filepath.Join(b.TempDir(), "bench.db"), false)
+			keys := []string{"d"}
+			var n, rejected atomic.Int64
+			request := func() {
+				ctx := CommitLater(context.Background())
+				defer l.FlushLater(ctx)
+				id := fmt.Sprintf("c%d", n.Add(1))
+				now := time.Now().UTC()
+				res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: keys, WorstMicros: 50,
+					Fit: budgetFit(1<<60, 50, &rejected), Limits: map[string]int64{"d": 1 << 60}, ExpiresAt: now.Add(time.Minute)})
+				if err != nil || !res.Admitted {
+					b.Fatalf("admit: %+v %v", res, err)
+				}
+				if !l.SettleCallLater(ctx, Settlement{CallID: id, AdmissionID: "a-" + id, ReservationID: "a-" + id, Keys: keys,
+					Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}, func(SettleResult, error) {}) {
+					b.Fatal("settlement not held")
+				}
+				if err := l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+					return l.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", now, now)
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if parallel {
+				b.SetParallelism(16)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						request()
+					}
+				})
+			} else {
+				for range b.N {
+					request()
+				}
+			}
+			b.StopTimer()
+			batches, writes := l.Group.Stats()
+			b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
+		})
+	}
 }

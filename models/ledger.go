@@ -1089,16 +1089,12 @@ func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResul
 }
 
 // SettleCallLater settles like SettleCall without waiting for the commit,
-// for a request marked with CommitLater on SQLite's group commit (its later
-// commit covers this one): done receives the result once the batch
-// committed, on the writer's goroutine (it must not block nor write). It
-// reports false, having done nothing, when that does not apply (ctx not
-// marked or its request over, SQLite without a group commit, writer
-// stopped): call SettleCall then.
-//
-// On PostgreSQL the settlement is held in ctx and sent with the request's
-// exchange (see CommitLater); done then runs on the caller's goroutine
-// during SaveExchange or FlushLater.
+// for a request marked with CommitLater (its later commit covers this
+// one): the settlement is held in ctx and written with the request's next
+// write (see CommitLater), and done receives the result once that is
+// committed, on the goroutine of that write. It reports false, having done
+// nothing, when that does not apply (ctx not marked or its request over,
+// SQLite without a group commit, writer stopped): call SettleCall then.
 func (l *CostLedger) SettleCallLater(ctx context.Context, st Settlement, done func(SettleResult, error)) bool {
 	if !commitsLater(ctx) {
 		return false
@@ -1112,11 +1108,19 @@ func (l *CostLedger) SettleCallLater(ctx context.Context, st Settlement, done fu
 		}
 		return laterWritesOf(ctx).add(l.heldSettlement(st, keys, finished, done))
 	}
+	select {
+	case <-l.Group.closed:
+		return false
+	default:
+	}
 	var res SettleResult
-	return l.Group.Enqueue(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res = SettleResult{}
-		return l.settleSQLite(ctx, tx, st, keys, finished, &res)
-	}, func(err error) { done(res, err) })
+	return laterWritesOf(ctx).add(laterWrite{
+		sqlite: func(ctx context.Context, tx *sql.Tx) error {
+			res = SettleResult{}
+			return l.settleSQLite(ctx, tx, st, keys, finished, &res)
+		},
+		then: func(_ context.Context, err error) { done(res, err) },
+	})
 }
 
 // heldSettlement is a settlement on PostgreSQL as a statement for the

@@ -797,12 +797,12 @@ func (a *admission) settle(ctx context.Context, resp *llm.Response, callErr erro
 	}
 	a.settled = st
 	// A chat request commits its exchange after this (models.CommitLater):
-	// the settlement is then queued (SQLite) or carried by the exchange's
-	// batch (PostgreSQL), not waited for, and that commit covers it before
-	// the reply is sent.
+	// the settlement is then held and carried by the request's next write
+	// (its exchange), not waited for, and that commit covers it before the
+	// reply is sent.
 	queued := a.c.store.SettleCallLater(ctx, st, func(res models.SettleResult, err error) {
 		if err != nil || res.Pending || (res.Applied && len(res.Counters) > 0 && a.p.alertThreshold > 0) {
-			go a.recorded(context.WithoutCancel(ctx), res, err) // off the writer's goroutine
+			go a.recorded(context.WithoutCancel(ctx), res, err) // off the committing goroutine, which may hold the writer
 		}
 	})
 	if !queued {
