@@ -85,6 +85,19 @@ type commitJob struct {
 	noTx bool
 }
 
+// run runs the job's fn in tx. A panic becomes the job's error: the batch
+// is rolled back and runs again without it, as for any failed job. A batch
+// may run on a request's goroutine (see submit), whose panic handler would
+// otherwise leave the writing lock held and every later write waiting.
+func (j *commitJob) run(tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("database write panicked: %v", p)
+		}
+	}()
+	return j.fn(j.ctx, tx)
+}
+
 // Group commit limits.
 const (
 	// DefaultGroupQueue is how many writes may wait for the writer before
@@ -607,12 +620,12 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 		if jr != nil {
 			jr.job = i
 		}
-		err := j.fn(j.ctx, tx)
+		err := j.run(tx)
 		if errors.Is(err, errNeedsTx) && tx == nil {
 			if err = begin(); err != nil {
 				return -1, err
 			}
-			err = j.fn(j.ctx, tx)
+			err = j.run(tx)
 		}
 		if err != nil {
 			rollback()

@@ -315,3 +315,48 @@ func waitForPoolInUse(t *testing.T, s *Store, n int) {
 	}
 	t.Logf("only %d connections in use (wanted %d): the test may not exercise the full pool", sqlDB.Stats().InUse, n)
 }
+
+// TestGroupCommitSurvivesAPanickingJob: a job that panics fails alone (its
+// caller gets an error), the others of its batch commit, and later writes
+// still go through, whichever goroutine ran the batch.
+func TestGroupCommitSurvivesAPanickingJob(t *testing.T) {
+	s := openGrouped(t)
+	ctx := context.Background()
+	write := func(id string) func(ctx context.Context, tx *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			return s.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01")
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 40)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn := write(fmt.Sprintf("s%d", i))
+			if i%10 == 0 {
+				fn = func(ctx context.Context, tx *sql.Tx) error {
+					if err := write(fmt.Sprintf("s%d", i))(ctx, tx); err != nil {
+						return err
+					}
+					panic("boom")
+				}
+			}
+			errs[i] = s.Group.Do(ctx, fn)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i%10 == 0) != (err != nil) {
+			t.Fatalf("job %d: %v", i, err)
+		}
+	}
+	if err := s.Group.Do(ctx, write("after")); err != nil {
+		t.Fatalf("write after the panics: %v", err)
+	}
+	var n int64
+	s.DB.Raw("SELECT COUNT(*) FROM chat_sessions").Scan(&n)
+	if n != 37 {
+		t.Fatalf("%d sessions, want 36 + 1", n)
+	}
+}
