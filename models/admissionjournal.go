@@ -44,8 +44,9 @@ import (
 // would have left, which the reaper then prices at its worst case.
 //
 // Each settled or written admission gets a done line, written with the
-// next admissions' lines (or on its own once many wait); two files take turns, and the idle one is emptied
-// when all of its admissions are done, so the journal stays small.
+// next admissions' lines (or with other done lines once many wait); two
+// files take turns, and the idle one is emptied when all of its admissions
+// are done, so the journal stays small.
 //
 // Only the process holding the journal's lock uses it (one gateway owns a
 // SQLite file; see docs/decisions.md); another process opening the same

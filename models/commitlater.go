@@ -83,9 +83,10 @@ func (w *laterWrites) take(end bool) []laterWrite {
 }
 
 // FlushLater writes what a CommitLater request still holds (nothing once
-// its SaveExchange ran) and ends the holding: a write arriving later is made at once by
-// its caller. Deferred by the request, it keeps a path that never stores
-// its exchange (a panic, an early return) from dropping a settlement.
+// its SaveExchange ran) and ends the holding: a write arriving later is
+// made at once by its caller. Deferred by the request, it keeps a path
+// that never stores its exchange (a panic, an early return) from dropping
+// a settlement.
 func (s *Store) FlushLater(ctx context.Context) {
 	w := laterWritesOf(ctx)
 	if w == nil {

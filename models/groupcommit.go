@@ -40,7 +40,8 @@ type GroupCommit struct {
 	maxBatch int
 
 	// writing is held by whoever runs a batch: the writer's goroutine, or a
-	// caller running its own (see do). Only its holder takes jobs from jobs.
+	// caller running its own (see submit). Only its holder takes jobs from
+	// jobs.
 	writing sync.Mutex
 	wake    chan struct{} // a job was queued (capacity 1)
 	// lastBatch is how many jobs the last batch held (see inlineBatchLimit).
@@ -192,12 +193,12 @@ func (g *GroupCommit) writeHeld(ctx context.Context, held []laterWrite) {
 }
 
 // submit runs held's jobs, then j (when not nil), answers held's
-// follow-ups and returns j's outcome. When no batch is running and none
-// waits, the caller runs them itself (runInline): at low load a write then
-// costs no hand-off to the writer's goroutine and back, two goroutine
-// wake-ups that measured about as much as the statements on a 2-core
-// machine. Otherwise they are queued for the writer, which batches them
-// with everybody else's.
+// follow-ups and returns j's outcome. When no batch is running, none waits
+// and the last one was small (inlineBatchLimit), the caller runs them
+// itself: at low load a write then costs no hand-off to the writer's
+// goroutine and back, two goroutine wake-ups that cost about as much as
+// the statements on a 2-core machine. Otherwise they are queued for the
+// writer, which batches them with everybody else's.
 func (g *GroupCommit) submit(ctx context.Context, held []laterWrite, j *commitJob, shed bool) error {
 	jobs := make([]*commitJob, 0, len(held)+1)
 	for _, h := range held {
@@ -365,8 +366,8 @@ func (g *GroupCommit) Stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.
 
 // prepareNew prepares, for every later batch, the statements first used by
 // the batch just committed. It runs between batches (runBatch), when no
-// transaction is held, so waiting for a pooled
-// connection cannot deadlock with writers waiting for the write lock.
+// transaction is held, so waiting for a pooled connection cannot deadlock
+// with writers waiting for the write lock.
 func (g *GroupCommit) prepareNew() {
 	g.stmtMu.Lock()
 	defer g.stmtMu.Unlock()
@@ -399,7 +400,7 @@ func (g *GroupCommit) Stats() (batches, writes int64) {
 
 // run is the writer: it runs the queued jobs in batches whenever woken,
 // and the journaled admissions that fall due. It holds writing while it
-// runs them, so it and a caller running its own batch (runInline) never
+// runs them, so it and a caller running its own batch (submit) never
 // overlap, and only the holder of writing takes jobs from the queue.
 func (g *GroupCommit) run() {
 	defer close(g.stopped)
