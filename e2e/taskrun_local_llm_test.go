@@ -25,8 +25,9 @@ import (
 // the SDK renews that task (at 80 % of LocalTurnsWorkflowTaskTimeout). On the
 // real server both still end a turn that never answers: the step's context
 // is cancelled and the outcome recorded, a cancel within one renewal, the
-// deadline within two (its timer is created by the first). The workflow test environment cannot show this (it does not
-// move its clock while a local activity runs).
+// deadline within two (its timer is created by the first). The workflow
+// test environment cannot show this (it does not move its clock while a
+// local activity runs).
 func TestTaskRunLocalLLMTurnEndsOnDeadlineAndCancel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the embedded Temporal server")

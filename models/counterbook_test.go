@@ -260,9 +260,7 @@ func benchmarkAdmitSettle(b *testing.B, journaled, queued bool) {
 	if err := l.EnsureBudgetCounters(context.Background(), []CounterSeed{{Key: "day:x", From: time.Now(), To: time.Now()}}); err != nil {
 		b.Fatal(err)
 	}
-	keys := []string{"day:x"}
-	var n atomic.Int64
-	var rejected atomic.Int64
+	var n, rejected atomic.Int64
 	b.SetParallelism(16)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -272,15 +270,7 @@ func benchmarkAdmitSettle(b *testing.B, journaled, queued bool) {
 			ctx = CommitLater(ctx)
 		}
 		for pb.Next() {
-			id := fmt.Sprintf("c%d", n.Add(1))
-			now := time.Now().UTC()
-			res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: keys, WorstMicros: 50,
-				Fit: budgetFit(1<<60, 50, &rejected), Limits: map[string]int64{"day:x": 1 << 60}, ExpiresAt: now.Add(time.Minute)})
-			if err != nil || !res.Admitted {
-				b.Fatalf("admit: %+v %v", res, err)
-			}
-			st := Settlement{CallID: id, AdmissionID: "a-" + id, ReservationID: "a-" + id, Keys: keys,
-				Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}
+			st := admitBenchCall(b, ctx, l, fmt.Sprintf("c%d", n.Add(1)), "day:x", &rejected)
 			if !l.SettleCallLater(ctx, st, func(SettleResult, error) {}) {
 				if _, err := l.SettleCall(ctx, st); err != nil {
 					b.Fatal(err)
@@ -305,24 +295,16 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			_, l := journalTestLedger(b, filepath.Join(b.TempDir(), "bench.db"), false)
-			keys := []string{"d"}
 			var n, rejected atomic.Int64
 			request := func() {
 				ctx := CommitLater(context.Background())
 				defer l.FlushLater(ctx)
-				id := fmt.Sprintf("c%d", n.Add(1))
-				now := time.Now().UTC()
-				res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: keys, WorstMicros: 50,
-					Fit: budgetFit(1<<60, 50, &rejected), Limits: map[string]int64{"d": 1 << 60}, ExpiresAt: now.Add(time.Minute)})
-				if err != nil || !res.Admitted {
-					b.Fatalf("admit: %+v %v", res, err)
-				}
-				if !l.SettleCallLater(ctx, Settlement{CallID: id, AdmissionID: "a-" + id, ReservationID: "a-" + id, Keys: keys,
-					Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}, func(SettleResult, error) {}) {
+				st := admitBenchCall(b, ctx, l, fmt.Sprintf("c%d", n.Add(1)), "d", &rejected)
+				if !l.SettleCallLater(ctx, st, func(SettleResult, error) {}) {
 					b.Fatal("settlement not held")
 				}
 				if err := l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-					return l.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", now, now)
+					return l.Group.Exec(ctx, tx, upsertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt)
 				}); err != nil {
 					b.Fatal(err)
 				}
@@ -346,4 +328,17 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 			b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
 		})
 	}
+}
+
+// admitBenchCall admits call id against a budget on key no benchmark
+// reaches (worst case 50) and returns its settlement (cost 9).
+func admitBenchCall(b *testing.B, ctx context.Context, l *CostLedger, id, key string, rejected *atomic.Int64) Settlement {
+	now := time.Now().UTC()
+	res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: []string{key}, WorstMicros: 50,
+		Fit: budgetFit(1<<60, 50, rejected), Limits: map[string]int64{key: 1 << 60}, ExpiresAt: now.Add(time.Minute)})
+	if err != nil || !res.Admitted {
+		b.Fatalf("admit: %+v %v", res, err)
+	}
+	return Settlement{CallID: id, AdmissionID: "a-" + id, ReservationID: "a-" + id, Keys: []string{key},
+		Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 9, FinishedAt: now}
 }
