@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentryhq/agentry/internal/inlinehttp"
 	"github.com/agentryhq/agentry/internal/scrub"
 
 	"github.com/agentryhq/agentry/internal/textcut"
@@ -54,8 +55,10 @@ func newHTTPBase(id, typ, base string, cfg ProviderConfig) *httpBase {
 		// and sends the trace context (traceparent) along. Without a trace
 		// (tracing off) the request goes straight to the transport: otelhttp
 		// would clone it and compute HTTP metric attributes for a meter
-		// nobody reads.
-		client: &http.Client{Transport: otelhttp.NewTransport(newTransport(), otelhttp.WithFilter(inTrace))},
+		// nobody reads. Under it, inlinehttp sends the request and reads the
+		// answer on the calling goroutine (docs/decisions.md, "Provider HTTP
+		// client"); requests through a proxy go to newTransport's net/http.
+		client: &http.Client{Transport: otelhttp.NewTransport(inlinehttp.New(newTransport()), otelhttp.WithFilter(inTrace))},
 	}
 }
 
