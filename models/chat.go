@@ -23,6 +23,13 @@ func init() {
 			}
 			return nil
 		}})
+	registerDataMigration(dataMigration{Version: 4, Name: "agent_runs: drop the response_id index no query uses",
+		Up: func(_ context.Context, tx *gorm.DB, _ string) error {
+			if err := tx.Exec("DROP INDEX IF EXISTS idx_agent_runs_response_id").Error; err != nil {
+				return fmt.Errorf("drop idx_agent_runs_response_id: %w", err)
+			}
+			return nil
+		}})
 }
 
 // ChatSession is one conversation of one caller with one agent.
@@ -55,10 +62,13 @@ type ChatMessage struct {
 // the ids handed to the caller. Feedback is validated against it. It is
 // read by run id only: every chat request inserts a row, and each index is
 // one more page its commit writes (the session id's a random one), so it
-// has no others (data migration 3 dropped those on agent_id and session_id).
+// has no others (data migrations 3 and 4 dropped those on agent_id,
+// session_id and response_id). Feedback finds its run by run id and checks
+// the response id on the row; response ids are random, so no index guards
+// their uniqueness.
 type AgentRun struct {
 	RunID        string `gorm:"primaryKey;size:64"`
-	ResponseID   string `gorm:"size:64;uniqueIndex"`
+	ResponseID   string `gorm:"size:64"`
 	AgentID      string `gorm:"size:100"`
 	SessionID    string `gorm:"size:191"`
 	Subject      string `gorm:"size:191"`
