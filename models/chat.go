@@ -30,6 +30,46 @@ func init() {
 			}
 			return nil
 		}})
+	registerDataMigration(dataMigration{Version: 5, Name: "chat_messages: ids without AUTOINCREMENT on SQLite", Up: dropMessagesAutoincrement})
+}
+
+// dropMessagesAutoincrement rebuilds SQLite's chat_messages with a plain
+// INTEGER PRIMARY KEY. AUTOINCREMENT keeps its high-water mark in
+// sqlite_sequence, a page every chat request's commit wrote once more;
+// message ids are internal (messages are read by session and seq), so one
+// reused after the newest messages were deleted collides with nothing.
+// GORM creates the table with AUTOINCREMENT and never changes a key
+// column's keyword afterwards, so this runs once, after the table exists.
+func dropMessagesAutoincrement(_ context.Context, tx *gorm.DB, driver string) error {
+	if driver != DriverSQLite {
+		return nil // PostgreSQL's identity column is a sequence outside the table
+	}
+	var ddl string
+	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chat_messages'").Scan(&ddl).Error; err != nil {
+		return fmt.Errorf("read chat_messages' definition: %w", err)
+	}
+	if !strings.Contains(ddl, "AUTOINCREMENT") {
+		return nil
+	}
+	var indexes []string
+	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_messages' AND sql IS NOT NULL").Scan(&indexes).Error; err != nil {
+		return fmt.Errorf("read chat_messages' indexes: %w", err)
+	}
+	rebuilt := strings.Replace(strings.Replace(ddl, " AUTOINCREMENT", "", 1), "`chat_messages`", "`chat_messages_rebuilt`", 1)
+	steps := []string{
+		rebuilt,
+		"INSERT INTO chat_messages_rebuilt SELECT * FROM chat_messages",
+		"DROP TABLE chat_messages",
+		"ALTER TABLE chat_messages_rebuilt RENAME TO chat_messages",
+	}
+	steps = append(steps, indexes...)
+	steps = append(steps, "DELETE FROM sqlite_sequence WHERE name = 'chat_messages'")
+	for i, q := range steps {
+		if err := tx.Exec(q).Error; err != nil {
+			return fmt.Errorf("rebuild chat_messages, step %d of %d: %w", i+1, len(steps), err)
+		}
+	}
+	return nil
 }
 
 // ChatSession is one conversation of one caller with one agent.

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -37,4 +38,73 @@ func TestMigrationsDropTheUnusedAgentRunIndexes(t *testing.T) {
 		}
 		assertMigrationsRecordedOnce(t, s)
 	})
+}
+
+// SQLite's chat_messages loses AUTOINCREMENT (one sqlite_sequence page less
+// per commit); an existing table is rebuilt with its rows, ids and index.
+func TestMessagesTableWithoutAutoincrementKeepsItsRows(t *testing.T) {
+	opts := backends[0].opts(t)
+	if opts.Driver != DriverSQLite {
+		t.Fatal("backends[0] is not SQLite")
+	}
+	ctx := context.Background()
+	old := mustOpen(t, opts)
+	sess := &ChatSession{ID: "kept", AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"}
+	if err := old.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: "one"}, {Role: "assistant", Content: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The table as GORM creates it, before data migration 5.
+	for _, stmt := range []string{
+		"CREATE TABLE legacy AS SELECT * FROM chat_messages",
+		"DROP TABLE chat_messages",
+		"CREATE TABLE `chat_messages` (`id` integer PRIMARY KEY AUTOINCREMENT,`session_id` text,`seq` integer,`run_id` text,`role` text,`content` text,`tool_calls` text,`tool_call_id` text,`name` text,`created_at` datetime)",
+		"CREATE INDEX `idx_chat_messages_session_seq` ON `chat_messages`(`session_id`,`seq`)",
+		"INSERT INTO chat_messages SELECT * FROM legacy",
+		"DROP TABLE legacy",
+		"DELETE FROM schema_migrations WHERE version >= 5",
+	} {
+		if err := old.DB.Exec(stmt).Error; err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	var before []ChatMessage
+	if err := old.DB.Order("seq").Find(&before, "session_id = ?", "kept").Error; err != nil || len(before) != 2 {
+		t.Fatalf("messages before: %v, %v", before, err)
+	}
+	old.Close()
+
+	for range 2 { // the second Open finds nothing to do
+		s := mustOpen(t, opts)
+		var ddl string
+		if err := s.DB.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chat_messages'").Scan(&ddl).Error; err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(ddl, "AUTOINCREMENT") {
+			t.Fatalf("chat_messages still has AUTOINCREMENT: %s", ddl)
+		}
+		if !s.DB.Migrator().HasIndex(&ChatMessage{}, "idx_chat_messages_session_seq") {
+			t.Fatal("the session/seq index was lost")
+		}
+		var after []ChatMessage
+		if err := s.DB.Order("seq").Find(&after, "session_id = ?", "kept").Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != 2 || after[0].ID != before[0].ID || after[1].Content != "two" {
+			t.Fatalf("messages after the rebuild %+v, want %+v", after, before)
+		}
+		assertMigrationsRecordedOnce(t, s)
+		s.Close()
+	}
+
+	s := mustOpen(t, opts)
+	if err := s.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: "three"}}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	if err := s.DB.Model(&ChatMessage{}).Order("seq").Where("session_id = ?", "kept").Pluck("id", &ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 3 || ids[2] <= ids[1] {
+		t.Fatalf("ids after a new exchange: %v", ids)
+	}
 }
