@@ -1,7 +1,9 @@
 package models
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -73,8 +75,14 @@ func TestMessagesTableWithoutAutoincrementKeepsItsRows(t *testing.T) {
 	}
 	old.Close()
 
-	for range 2 { // the second Open finds nothing to do
+	for i := range 2 { // the second Open finds nothing to do
+		var logged bytes.Buffer
+		opts.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 		s := mustOpen(t, opts)
+		applying := strings.Contains(logged.String(), `msg="applying data migration" version=5`)
+		if applying != (i == 0) {
+			t.Errorf("Open %d: logged %q; want the rebuild announced on the first Open only", i+1, logged.String())
+		}
 		var ddl string
 		if err := s.DB.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chat_messages'").Scan(&ddl).Error; err != nil {
 			t.Fatal(err)

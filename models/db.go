@@ -108,6 +108,8 @@ type Store struct {
 	// storageFullAt is when a write was last refused for lack of space
 	// (unix nanoseconds, 0: never; see NoteStorageFull).
 	storageFullAt atomic.Int64
+	// log is Options.Logger (never nil).
+	log *slog.Logger
 }
 
 // Open opens the database, checks that it answers and brings its schema up
@@ -146,7 +148,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{DB: db, Driver: driver, scrub: opts.Scrub}
+	s := &Store{DB: db, Driver: driver, scrub: opts.Scrub, log: log}
 	if err := registerScrub(db, opts.Scrub); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("open database: %w", err)

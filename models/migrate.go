@@ -166,8 +166,18 @@ func migrate(ctx context.Context, s *Store, models []any, steps []dataMigration)
 			if step.Version <= current {
 				continue
 			}
+			// An existing database may take a while (a table rebuilt):
+			// say what runs, so a slow start is not a silent one.
+			upgrading := current > 0 && s.log != nil
+			started := time.Now()
+			if upgrading {
+				s.log.Info("applying data migration", "version", step.Version, "name", step.Name)
+			}
 			if err := step.Up(ctx, tx, s.Driver); err != nil {
 				return fmt.Errorf("data migration %d (%s): %w", step.Version, step.Name, err)
+			}
+			if upgrading {
+				s.log.Info("data migration applied", "version", step.Version, "took", time.Since(started).Round(time.Millisecond).String())
 			}
 			rec := schemaMigration{Version: step.Version, Name: step.Name, AppliedAt: time.Now().UTC()}
 			if err := tx.Create(&rec).Error; err != nil {
