@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -55,7 +56,13 @@ func dropMessagesAutoincrement(_ context.Context, tx *gorm.DB, driver string) er
 	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_messages' AND sql IS NOT NULL").Scan(&indexes).Error; err != nil {
 		return fmt.Errorf("read chat_messages' indexes: %w", err)
 	}
-	rebuilt := strings.Replace(strings.Replace(ddl, " AUTOINCREMENT", "", 1), "`chat_messages`", "`chat_messages_rebuilt`", 1)
+	// The name is quoted as GORM wrote it (`chat_messages`) or as SQLite
+	// rewrites it after a table was renamed ("chat_messages").
+	name := createTableName.FindString(ddl)
+	if name == "" {
+		return fmt.Errorf("rebuild chat_messages: unexpected definition %q", ddl)
+	}
+	rebuilt := "CREATE TABLE `chat_messages_rebuilt`" + strings.Replace(ddl[len(name):], " AUTOINCREMENT", "", 1)
 	steps := []string{
 		rebuilt,
 		"INSERT INTO chat_messages_rebuilt SELECT * FROM chat_messages",
@@ -71,6 +78,10 @@ func dropMessagesAutoincrement(_ context.Context, tx *gorm.DB, driver string) er
 	}
 	return nil
 }
+
+// createTableName matches the start of chat_messages' CREATE TABLE up to
+// its name, however quoted.
+var createTableName = regexp.MustCompile("(?i)^CREATE TABLE\\s+[`\"\\[]?chat_messages[`\"\\]]?")
 
 // ChatSession is one conversation of one caller with one agent.
 type ChatSession struct {

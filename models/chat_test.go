@@ -43,8 +43,16 @@ func TestMigrationsDropTheUnusedAgentRunIndexes(t *testing.T) {
 }
 
 // SQLite's chat_messages loses AUTOINCREMENT (one sqlite_sequence page less
-// per commit); an existing table is rebuilt with its rows, ids and index.
+// per commit); an existing table is rebuilt with its rows, ids and index,
+// its name quoted as GORM creates it or as SQLite rewrites it after GORM
+// rebuilt the table (renamed from a temporary one).
 func TestMessagesTableWithoutAutoincrementKeepsItsRows(t *testing.T) {
+	for _, quoted := range []string{"`chat_messages`", `"chat_messages"`} {
+		t.Run(quoted, func(t *testing.T) { testMessagesTableRebuilt(t, quoted) })
+	}
+}
+
+func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 	opts := backends[0].opts(t)
 	if opts.Driver != DriverSQLite {
 		t.Fatal("backends[0] is not SQLite")
@@ -59,7 +67,7 @@ func TestMessagesTableWithoutAutoincrementKeepsItsRows(t *testing.T) {
 	for _, stmt := range []string{
 		"CREATE TABLE legacy AS SELECT * FROM chat_messages",
 		"DROP TABLE chat_messages",
-		"CREATE TABLE `chat_messages` (`id` integer PRIMARY KEY AUTOINCREMENT,`session_id` text,`seq` integer,`run_id` text,`role` text,`content` text,`tool_calls` text,`tool_call_id` text,`name` text,`created_at` datetime)",
+		"CREATE TABLE " + quotedName + " (`id` integer PRIMARY KEY AUTOINCREMENT,`session_id` text,`seq` integer,`run_id` text,`role` text,`content` text,`tool_calls` text,`tool_call_id` text,`name` text,`created_at` datetime)",
 		"CREATE INDEX `idx_chat_messages_session_seq` ON `chat_messages`(`session_id`,`seq`)",
 		"INSERT INTO chat_messages SELECT * FROM legacy",
 		"DROP TABLE legacy",
