@@ -115,8 +115,8 @@ type ChatMessage struct {
 // one more page its commit writes (the session id's a random one), so it
 // has no others (data migrations 3 and 4 dropped those on agent_id,
 // session_id and response_id). Feedback finds its run by run id and checks
-// the response id on the row; response ids are random, so no index guards
-// their uniqueness.
+// the response id on the row; response ids are fresh UUIDs, so no index
+// guards their uniqueness.
 type AgentRun struct {
 	RunID        string `gorm:"primaryKey;size:64"`
 	ResponseID   string `gorm:"size:64"`

@@ -6,9 +6,9 @@
 // reader and handed back, and the connection's return to the pool is one
 // more hand-off. On a gateway that sends one short provider request per
 // chat request those wake-ups cost more CPU than the request itself
-// (docs/benchmarks.md, "Provider calls on the caller's goroutine"). Here
-// the caller writes the request and reads the response; only the
-// netpoller wakes it.
+// (docs/benchmarks.md, "Chat path: provider calls on the caller's
+// goroutine"). Here the caller writes the request and reads the response;
+// only the netpoller wakes it.
 //
 // The protocol is net/http's own (Request.Write, http.ReadResponse). What
 // this package adds is a pool of kept-alive connections and cancellation:
