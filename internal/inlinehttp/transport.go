@@ -137,11 +137,30 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 		_ = c.nc.Close()
 		return nil, err
 	}
-	if err := req.Write(c.bw); err != nil {
-		return fail(fmt.Errorf("inlinehttp: write request: %w", err))
+	werr := req.Write(c.bw)
+	if werr == nil {
+		werr = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
-		return fail(fmt.Errorf("inlinehttp: write request: %w", err))
+	if werr != nil {
+		// A server may answer before it read the whole request (a 413 for
+		// a body too large) and close: the write then fails, but its
+		// answer says more than "broken pipe". net/http reads and writes
+		// at once and returns that answer; here it is looked for after the
+		// write failed, briefly, and the connection is not reused.
+		if ctx.Err() == nil {
+			_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+			if resp, err := http.ReadResponse(c.br, req); err == nil && resp.StatusCode >= 200 {
+				// The body is read without that bound; a cancellation
+				// that set its deadline meanwhile is set again.
+				_ = c.nc.SetReadDeadline(time.Time{})
+				if ctx.Err() != nil {
+					_ = c.nc.SetDeadline(time.Unix(1, 0))
+				}
+				resp.Close = true
+				return t.answer(c, req, resp, stop), nil
+			}
+		}
+		return fail(fmt.Errorf("inlinehttp: write request: %w", werr))
 	}
 	resp, err := http.ReadResponse(c.br, req)
 	// Informational answers (103 Early Hints) come before the response.
@@ -151,13 +170,22 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	if err != nil {
 		return fail(fmt.Errorf("inlinehttp: read response: %w", err))
 	}
+	return t.answer(c, req, resp, stop), nil
+}
+
+// earlyAnswerWait bounds the look for an answer after a request's write
+// failed (see exchange).
+const earlyAnswerWait = 250 * time.Millisecond
+
+// answer hands resp to the caller with a body that frees c at its end.
+func (t *Transport) answer(c *conn, req *http.Request, resp *http.Response, stop func() bool) *http.Response {
 	b := &body{rc: resp.Body, c: c, t: t, stop: stop, keep: !resp.Close && !req.Close}
 	if resp.Body == http.NoBody {
 		b.finish(true) // nothing to read (204, 304, HEAD): the connection is free now
-		return resp, nil
+		return resp
 	}
 	resp.Body = b
-	return resp, nil
+	return resp
 }
 
 // conn returns a kept-alive connection to req's host, or a new one.

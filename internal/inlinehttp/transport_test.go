@@ -166,6 +166,32 @@ func TestAConnectionTheServerClosedIsNotReused(t *testing.T) {
 	}
 }
 
+// A server that answers before reading the whole request (a 413 for a body
+// too large) and closes makes the write fail; the caller gets the answer,
+// as from net/http, not "broken pipe".
+func TestAnAnswerBeforeTheWholeRequestIsReturned(t *testing.T) {
+	s := newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		fmt.Fprint(w, `{"error":"request too large"}`)
+	})
+	c := &http.Client{Transport: newTransport(s)}
+	resp, err := c.Post(s.URL, "application/json", strings.NewReader(strings.Repeat("x", 32<<20)))
+	if err != nil {
+		t.Fatalf("POST of a body the server refused early: %v, want its 413", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != `{"error":"request too large"}` || err != nil {
+		t.Fatalf("answer %d %q (%v)", resp.StatusCode, b, err)
+	}
+	if got := post(t, c, context.Background(), s.URL, ""); got != `{"error":"request too large"}` {
+		t.Fatalf("next answer %q", got)
+	}
+	if n := s.conns.Load(); n != 2 {
+		t.Fatalf("connections = %d, want 2 (the refused request's is not reused)", n)
+	}
+}
+
 func TestABodyNotReadToItsEndClosesTheConnection(t *testing.T) {
 	s := newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, strings.Repeat("x", 64<<10))
