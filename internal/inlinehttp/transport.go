@@ -57,6 +57,10 @@ type Transport struct {
 
 	mu   sync.Mutex
 	idle map[string][]*conn
+	// janitor closes connections idle past IdleTimeout (prune); armed
+	// while any connection is idle.
+	janitor      *time.Timer
+	janitorArmed bool
 }
 
 // New returns a Transport with fallback as its Fallback and the proxy,
@@ -253,9 +257,59 @@ func (t *Transport) putIdle(c *conn) {
 	if len(t.idle[c.key]) < t.MaxIdlePerHost {
 		t.idle[c.key] = append(t.idle[c.key], c)
 		c = nil
+		t.armJanitorLocked()
 	}
 	t.mu.Unlock()
 	if c != nil {
+		_ = c.nc.Close()
+	}
+}
+
+// armJanitorLocked makes sure prune runs while connections are idle. The
+// pool is LIFO, so after a burst the connections at the bottom may never
+// be taken again: without it they would stay open (and, once the server
+// closed them, half-closed) for as long as any request goes to the host.
+func (t *Transport) armJanitorLocked() {
+	if t.IdleTimeout <= 0 || t.janitorArmed {
+		return
+	}
+	t.janitorArmed = true
+	if t.janitor == nil {
+		t.janitor = time.AfterFunc(t.IdleTimeout, t.prune)
+		return
+	}
+	t.janitor.Reset(t.IdleTimeout)
+}
+
+// prune closes the connections idle past IdleTimeout (the oldest, at the
+// front of each host's list) and runs again while any stay idle.
+func (t *Transport) prune() {
+	now := time.Now()
+	var stale []*conn
+	t.mu.Lock()
+	for key, list := range t.idle {
+		n := 0
+		for n < len(list) && now.Sub(list[n].idleAt) > t.IdleTimeout {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		stale = append(stale, list[:n]...)
+		kept := append(list[:0], list[n:]...)
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(t.idle, key)
+		} else {
+			t.idle[key] = kept
+		}
+	}
+	t.janitorArmed = false
+	if len(t.idle) > 0 {
+		t.armJanitorLocked()
+	}
+	t.mu.Unlock()
+	for _, c := range stale {
 		_ = c.nc.Close()
 	}
 }

@@ -21,7 +21,7 @@ import (
 // and the requests it served.
 type server struct {
 	*httptest.Server
-	conns, requests atomic.Int64
+	conns, closed, requests atomic.Int64
 }
 
 func newServer(t *testing.T, tls bool, h http.HandlerFunc) *server {
@@ -32,8 +32,11 @@ func newServer(t *testing.T, tls bool, h http.HandlerFunc) *server {
 		h(w, r)
 	}))
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
+		switch st {
+		case http.StateNew:
 			s.conns.Add(1)
+		case http.StateClosed:
+			s.closed.Add(1)
 		}
 	}
 	if tls {
@@ -239,6 +242,48 @@ func TestClosingABodyAbortsItsReadOnAnotherGoroutine(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not abort the blocked read")
+	}
+}
+
+// Connections idle past IdleTimeout are closed even when no request comes
+// to take them (the bottom of the LIFO pool after a burst).
+func TestIdleConnectionsAreClosedAfterIdleTimeout(t *testing.T) {
+	release := make(chan struct{})
+	s := newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		<-release // hold all three until each has its own connection
+		echo(w, r)
+	})
+	tr := newTransport(s)
+	tr.IdleTimeout = 100 * time.Millisecond
+	c := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			post(t, c, context.Background(), s.URL, fmt.Sprint(i))
+		}()
+	}
+	for s.requests.Load() < 3 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if n := s.conns.Load(); n != 3 {
+		t.Fatalf("connections = %d, want 3", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.closed.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.closed.Load(); n != 3 {
+		t.Fatalf("%d of 3 idle connections closed after their idle timeout", n)
+	}
+	tr.mu.Lock()
+	left := len(tr.idle)
+	tr.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("the pool still holds connections of %d hosts", left)
 	}
 }
 
