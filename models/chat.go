@@ -16,22 +16,23 @@ import (
 func init() {
 	RegisterModels(&ChatSession{}, &ChatMessage{}, &AgentRun{}, &Feedback{}, &LearningProposal{})
 	registerDataMigration(dataMigration{Version: 3, Name: "agent_runs: drop the agent_id and session_id indexes no query uses",
-		Up: func(_ context.Context, tx *gorm.DB, _ string) error {
-			for _, idx := range []string{"idx_agent_runs_agent_id", "idx_agent_runs_session_id"} {
-				if err := tx.Exec("DROP INDEX IF EXISTS " + idx).Error; err != nil {
-					return fmt.Errorf("drop %s: %w", idx, err)
-				}
-			}
-			return nil
-		}})
+		Up: dropIndexes("idx_agent_runs_agent_id", "idx_agent_runs_session_id")})
 	registerDataMigration(dataMigration{Version: 4, Name: "agent_runs: drop the response_id index no query uses",
-		Up: func(_ context.Context, tx *gorm.DB, _ string) error {
-			if err := tx.Exec("DROP INDEX IF EXISTS idx_agent_runs_response_id").Error; err != nil {
-				return fmt.Errorf("drop idx_agent_runs_response_id: %w", err)
-			}
-			return nil
-		}})
+		Up: dropIndexes("idx_agent_runs_response_id")})
 	registerDataMigration(dataMigration{Version: 5, Name: "chat_messages: ids without AUTOINCREMENT on SQLite", Up: dropMessagesAutoincrement})
+}
+
+// dropIndexes is a data migration dropping the named indexes where they
+// exist.
+func dropIndexes(names ...string) func(context.Context, *gorm.DB, string) error {
+	return func(_ context.Context, tx *gorm.DB, _ string) error {
+		for _, idx := range names {
+			if err := tx.Exec("DROP INDEX IF EXISTS " + idx).Error; err != nil {
+				return fmt.Errorf("drop %s: %w", idx, err)
+			}
+		}
+		return nil
+	}
 }
 
 // dropMessagesAutoincrement rebuilds SQLite's chat_messages with a plain

@@ -168,7 +168,7 @@ func migrate(ctx context.Context, s *Store, models []any, steps []dataMigration)
 			}
 			// An existing database may take a while (a table rebuilt):
 			// say what runs, so a slow start is not a silent one.
-			upgrading := current > 0 && s.log != nil
+			upgrading := current > 0
 			started := time.Now()
 			if upgrading {
 				s.log.Info("applying data migration", "version", step.Version, "name", step.Name)

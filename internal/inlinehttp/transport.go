@@ -194,15 +194,17 @@ func (t *Transport) answer(c *conn, req *http.Request, resp *http.Response, stop
 
 // conn returns a kept-alive connection to req's host, or a new one.
 func (t *Transport) conn(req *http.Request) (*conn, error) {
-	key := req.URL.Scheme + "://" + canonicalAddr(req.URL)
+	addr := canonicalAddr(req.URL)
+	key := req.URL.Scheme + "://" + addr
 	if c := t.takeIdle(key); c != nil {
 		return c, nil
 	}
 	ctx := req.Context()
-	nc, err := t.Dial(ctx, "tcp", canonicalAddr(req.URL))
+	nc, err := t.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	stream := nc // what requests are written to: nc, or TLS over it
 	if req.URL.Scheme == "https" {
 		cfg := &tls.Config{}
 		if t.TLSConfig != nil {
@@ -223,9 +225,9 @@ func (t *Transport) conn(req *http.Request) (*conn, error) {
 			_ = nc.Close()
 			return nil, err
 		}
-		return &conn{key: key, nc: tc, raw: rawConn(nc), br: bufio.NewReaderSize(tc, 4<<10), bw: bufio.NewWriterSize(tc, 4<<10)}, nil
+		stream = tc
 	}
-	return &conn{key: key, nc: nc, raw: rawConn(nc), br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, nil
+	return &conn{key: key, nc: stream, raw: rawConn(nc), br: bufio.NewReaderSize(stream, 4<<10), bw: bufio.NewWriterSize(stream, 4<<10)}, nil
 }
 
 // takeIdle pops the most recently used idle connection of key that has
