@@ -15,6 +15,7 @@ import (
 	"github.com/agentryhq/agentry/gateway"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/logging"
+	"github.com/agentryhq/agentry/internal/procs"
 )
 
 // NewRootCommand is `agentryd`: with no subcommand it runs the gateway in
@@ -81,6 +82,13 @@ func runGateway(ctx context.Context, version string, stderr io.Writer) error {
 	g, err := gateway.Start(ctx, gateway.Options{Config: cfg, Logger: log, Version: version, StartTemporal: startEmbeddedTemporal, Notice: stderr})
 	if err != nil {
 		return err
+	}
+	if cfg.Server.AdaptiveProcs {
+		// Here and not in gateway.Start: GOMAXPROCS belongs to the process,
+		// and tests run several gateways in one.
+		pctx, stopProcs := context.WithCancel(ctx)
+		defer stopProcs()
+		procs.Start(pctx, log)
 	}
 	fmt.Fprintf(stderr, "Agentry gateway listening on %s (Ctrl-C to stop)\n", g.URL())
 	var serveErr error

@@ -8,6 +8,8 @@
 #             load generator, with the machine's idle share;
 #   syscalls: the gateway's system calls per request at one connection (strace -c; slow, counts only).
 # Usage (from the project root): dev/load/chat-compare.sh MODE ROUNDS path/to/agentryd-a path/to/agentryd-b ...
+# A build given as path@off (or @soft) runs with that cost enforcement mode instead of hard, to see
+# what governance and its ledger cost.
 # BENCH_DIR (default ../shared/bench) holds the fake upstream and the load generator.
 set -eu
 MODE=${1:?one, many or syscalls}; ROUNDS=${2:?rounds}; shift 2
@@ -24,12 +26,14 @@ build_bench
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; } # user+system, in 10 ms ticks
 machine() { awk '/^cpu /{print $5+$6, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; } # idle, total
 
-# run_build AGD: starts a fresh fake upstream and gateway, warms up, measures MODE, stops both.
+# run_build AGD[@GOVERNANCE]: starts a fresh fake upstream and gateway (costs.enforcement_mode
+# GOVERNANCE, hard unless given), warms up, measures MODE, stops both.
 run_build() {
-  local agd=$1 fp gp tp w out n
+  local agd=${1%@*} governance=hard fp gp tp w out n
+  [ "$agd" = "$1" ] || governance=${1##*@}
   fp=$(port); gp=$(port); tp=$(port); w="$T/ws-$RANDOM"
   "$T/fake" -addr 127.0.0.1:$fp > /dev/null 2>&1 & local fake=$!
-  bench_workspace "$w" "$gp" "$tp" "$fp" hard
+  bench_workspace "$w" "$gp" "$tp" "$fp" "$governance"
   HOME=$T AGENTRY_WORKSPACE=$w AGENTRY_CONFIG_PATH=$w/config.yaml "$agd" > "$w.log" 2>&1 & local gw=$!
   PIDS=("$fake" "$gw")
   for _ in $(seq 1 120); do curl -sf -o /dev/null "http://127.0.0.1:$gp/health" && break; sleep 0.5; done

@@ -63,8 +63,12 @@ type ServerConfig struct {
 	GUI *bool `yaml:"gui,omitempty" env:"GUI,noinit"`
 	// Edition is personal (default), team or scale: team and scale refuse
 	// stdio MCP registrations and non-HTTPS MCP endpoints.
-	Edition string         `yaml:"edition,omitempty" env:"EDITION"`
-	Extra   map[string]any `yaml:",inline"`
+	Edition string `yaml:"edition,omitempty" env:"EDITION"`
+	// AdaptiveProcs lets agentryd run the Go scheduler on one processor
+	// while it has about one goroutine to run at a time (internal/procs).
+	// On by default; a GOMAXPROCS environment variable turns it off too.
+	AdaptiveProcs bool           `yaml:"adaptive_procs" env:"ADAPTIVE_PROCS"`
+	Extra         map[string]any `yaml:",inline"`
 }
 
 // TLSConfig turns on HTTPS with a certificate pair.

@@ -68,6 +68,24 @@ func TestGUIEnvOverrideStillTurnsTheConsoleOff(t *testing.T) {
 	}
 }
 
+func TestAdaptiveProcsIsOnUnlessTurnedOff(t *testing.T) {
+	dir := t.TempDir()
+	chdir(t, dir)
+	for env, want := range map[string]bool{"": true, "false": false, "true": true} {
+		vars := map[string]string{EnvWorkspace: filepath.Join(dir, "ws")}
+		if env != "" {
+			vars["AGENTRY_SERVER_ADAPTIVE_PROCS"] = env
+		}
+		l, err := Load(context.Background(), MapEnv(vars))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Server.AdaptiveProcs != want {
+			t.Errorf("AGENTRY_SERVER_ADAPTIVE_PROCS=%q: adaptive_procs %v, want %v", env, l.Server.AdaptiveProcs, want)
+		}
+	}
+}
+
 func TestSearchOrder(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")

@@ -17,6 +17,7 @@ func Defaults() Config {
 			Port:            18789,
 			MaxBodyBytes:    4 << 20,
 			ShutdownTimeout: 10 * time.Second,
+			AdaptiveProcs:   true,
 		},
 		Runtime: RuntimeConfig{
 			MaxSessions: 1000,
