@@ -14,13 +14,8 @@
 set -eu
 MODE=${1:?one, many or syscalls}; ROUNDS=${2:?rounds}; shift 2
 [ $# -ge 1 ] || { echo "usage: $0 one|many|syscalls ROUNDS AGENTRYD..." >&2; exit 2; }
-ROOT=$(pwd)
-BENCH=${BENCH_DIR:-$ROOT/../shared/bench}
-T=$(mktemp -d); PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$T"; }
-trap cleanup EXIT
-source "$ROOT/dev/load/lib.sh"
-build_bench
+source "$(pwd)/dev/load/lib.sh"
+bench_setup
 [ "$MODE" != syscalls ] || command -v strace > /dev/null || { echo "syscalls needs strace" >&2; exit 2; }
 
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; } # user+system, in 10 ms ticks

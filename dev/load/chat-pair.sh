@@ -9,13 +9,8 @@
 # BENCH_DIR (default ../shared/bench) holds the fake upstream and the load generator.
 set -eu
 ROUNDS=${1:?rounds}; A=${2:?agentryd A}; B=${3:?agentryd B}
-ROOT=$(pwd)
-BENCH=${BENCH_DIR:-$ROOT/../shared/bench}
-T=$(mktemp -d); PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$T"; }
-trap cleanup EXIT
-source "$ROOT/dev/load/lib.sh"
-build_bench
+source "$(pwd)/dev/load/lib.sh"
+bench_setup
 
 fp=$(port)
 "$T/fake" -addr 127.0.0.1:$fp > /dev/null 2>&1 & PIDS+=($!)

@@ -1,13 +1,23 @@
 # Shared by the chat load scripts in dev/load (sourced, not run). They all measure the way
 # ../shared/bench/chat-speed.sh does: its fake OpenAI upstream, its closed-loop load generator, a
 # gateway in hard-mode governance with a bench agent, every request a fresh session.
-# The sourcing script sets T (a temporary directory) and BENCH (where the bench lives) first.
+# The sourcing script calls bench_setup first.
 
 # port prints a free loopback port.
 port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 # field OUTPUT KEY prints KEY's value from a load generator line (rps, p50, errors, non200 ...).
 field() { python3 -c 'import re,sys; print(re.search(r"\b%s=(\S+)" % sys.argv[2], sys.argv[1]).group(1))' "$1" "$2"; }
+
+# bench_setup: BENCH (BENCH_DIR, default ../shared/bench from the project root, the current
+# directory), a temporary directory T removed on exit with the processes in PIDS, and the bench's
+# binaries built into T.
+bench_setup() {
+  BENCH=${BENCH_DIR:-$(pwd)/../shared/bench}
+  T=$(mktemp -d); PIDS=()
+  trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$T"' EXIT
+  build_bench
+}
 
 # build_bench builds the fake upstream and the load generator into $T.
 build_bench() {

@@ -48,7 +48,7 @@ const (
 // process has one processor, or when the GOMAXPROCS environment variable
 // chose the parallelism: an operator's setting wins.
 func Start(ctx context.Context, log *slog.Logger) {
-	if max, ok := adaptable(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)); ok {
+	if max, ok := adaptable(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)); ok && newSampler().supported() {
 		go run(ctx, max, Interval, log)
 	}
 }
@@ -91,6 +91,18 @@ func newSampler() *sampler {
 		{Name: "/sched/goroutines/running:goroutines"},
 		{Name: "/sched/goroutines/runnable:goroutines"},
 	}}
+}
+
+// supported reports whether this Go runtime has the counts: without them
+// demand would read 0 and hold the process on one processor.
+func (s *sampler) supported() bool {
+	metrics.Read(s.samples)
+	for _, m := range s.samples {
+		if m.Value.Kind() != metrics.KindUint64 {
+			return false
+		}
+	}
+	return true
 }
 
 // demand is how many goroutines, other than the caller, are running or

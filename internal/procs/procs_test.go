@@ -127,3 +127,9 @@ func waitProcs(t *testing.T, want int, while string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestThisRuntimeHasTheCounts(t *testing.T) {
+	if !newSampler().supported() {
+		t.Fatal("runtime/metrics lacks the scheduler's goroutine counts: the controller would never run")
+	}
+}
