@@ -8,10 +8,10 @@
 // hand-off between threads, and the idle processor's thread spins looking
 // for work (the gateway made ten nanosleep calls per request at one
 // connection), taking CPU from the processes at the other end of the
-// sockets. Measured on the 2-core bench (docs/benchmarks.md, "Adaptive
-// GOMAXPROCS"): one processor served 20 % more requests per second at one
-// connection and 40 % more at two, with a lower p50; from eight connections
-// on two processors serve more. Neither setting is right for both, so the
+// sockets. Measured on the 2-core bench (docs/benchmarks.md, "Chat path:
+// adaptive GOMAXPROCS"): one processor served up to 20 % more requests per
+// second at one connection and more still at two, with a lower p50; from
+// eight connections on, two processors serve more. Neither setting is right for both, so the
 // gateway watches how many goroutines want a processor and switches.
 //
 // A switch is runtime.GOMAXPROCS, a stop-the-world pause of tens of
@@ -127,9 +127,8 @@ type governor struct {
 	max, cur int
 	ring     [downWindow]float64 // the last samples, newest at pos-1
 	pos      int
-	filled   int // samples in ring
 	// since counts samples taken since the last switch: a window is judged
-	// only on samples of the current setting.
+	// only on samples of the current setting (and only once it has them).
 	since int
 }
 
@@ -140,7 +139,6 @@ func newGovernor(max int) *governor { return &governor{max: max, cur: max} }
 func (g *governor) observe(demand float64) (int, bool) {
 	g.ring[g.pos] = demand
 	g.pos = (g.pos + 1) % len(g.ring)
-	g.filled = min(g.filled+1, len(g.ring))
 	g.since++
 	switch {
 	case g.cur == 1 && g.since >= upWindow && g.mean(upWindow) >= upDemand:
@@ -154,12 +152,8 @@ func (g *governor) observe(demand float64) (int, bool) {
 	return g.cur, true
 }
 
-// mean is the mean of the newest n samples.
+// mean is the mean of the newest n samples (n <= since).
 func (g *governor) mean(n int) float64 {
-	n = min(n, g.filled)
-	if n == 0 {
-		return 0
-	}
 	var sum float64
 	for i := 1; i <= n; i++ {
 		sum += g.ring[(g.pos-i+len(g.ring))%len(g.ring)]

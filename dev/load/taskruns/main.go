@@ -40,6 +40,7 @@ import (
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/gateway"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/procs"
 	"github.com/agentryhq/agentry/internal/temporalserver"
 )
 
@@ -53,6 +54,7 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "log the in-process gateway")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (in-process gateway) to the file")
+	adaptiveProcs := flag.Bool("adaptive-procs", true, "in-process gateway: adapt GOMAXPROCS to the load as agentryd does (server.adaptive_procs)")
 	dynConfig := map[string]any{}
 	flag.Func("dc", "in-process gateway: override a Temporal dynamic config key, `key=value` (YAML value; repeatable), to compare settings", func(kv string) error {
 		k, v, ok := strings.Cut(kv, "=")
@@ -79,6 +81,9 @@ func main() {
 		defer stop()
 		base, apiKey = g.URL(), g.APIKey
 		*pid = os.Getpid()
+		if *adaptiveProcs {
+			procs.Start(ctx, nil)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
