@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -325,6 +326,9 @@ func (f *SecretsFeature) set(c *fiber.Ctx) error {
 	}
 	var b struct {
 		Value *string `json:"value"`
+	}
+	if !utf8.Valid(c.Body()) {
+		return badRequest("request body is not valid UTF-8") // a secret stored as sent, or not at all
 	}
 	if err := json.Unmarshal(c.Body(), &b); err != nil || b.Value == nil {
 		// Never echo the body: it is the secret.

@@ -7,19 +7,21 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 )
 
 // decodeJSON reads a JSON object body into v. A non-JSON body, a body that
-// is not an object, a field of the wrong type, a NUL byte in any string or a
-// string longer than its field's `maxlen` tag is a 400 naming the field.
+// is not an object, a field of the wrong type, a body that is not UTF-8, a
+// NUL byte in any string or a string longer than its field's `maxlen` tag
+// is a 400 (naming the field where there is one).
 func decodeJSON(c *fiber.Ctx, v any) error {
 	body := c.Body()
 	if len(body) == 0 {
 		return badRequest("request body must be a JSON object")
 	}
-	if err := refuseNUL(body); err != nil {
+	if err := refuseBadText(body); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
@@ -37,6 +39,17 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 		return badRequest("%s is longer than %d characters", field, limit).With("field", field)
 	}
 	return nil
+}
+
+// refuseBadText is a 400 for a body that is not UTF-8, or that has a NUL
+// byte in a JSON string (refuseNUL). JSON text must be UTF-8 (RFC 8259), and
+// encoding/json would otherwise store each invalid byte as U+FFFD: the
+// request would succeed and change the text it was sent.
+func refuseBadText(body []byte) error {
+	if !utf8.Valid(body) {
+		return badRequest("request body is not valid UTF-8")
+	}
+	return refuseNUL(body)
 }
 
 // refuseNUL is a 400 naming the first JSON string of body with a NUL byte.

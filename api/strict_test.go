@@ -43,6 +43,21 @@ func TestBearerToken(t *testing.T) {
 	}
 }
 
+// A body that is not UTF-8 is refused whole: decoded, each bad byte would
+// become U+FFFD and the request would change the text it was sent.
+func TestBodiesThatAreNotUTF8AreRefused(t *testing.T) {
+	for body, refused := range map[string]bool{
+		"{\"title\":\"a\xff\xfeb\"}": true,
+		"{\"text\":\"\xc3\"}":        true, // a cut multi-byte sequence
+		`{"title":"é ✓ 😀"}`:          false,
+		`{"text":"\ud800"}`:          false, // an escape, decoded by encoding/json's rules
+	} {
+		if err := refuseBadText([]byte(body)); (err != nil) != refused {
+			t.Errorf("%q: refused %v, want %v", body, err != nil, refused)
+		}
+	}
+}
+
 // NUL bytes are refused in every JSON string (issue 18 item 8), and free
 // strings have their documented length limits.
 func TestStrictStrings(t *testing.T) {

@@ -465,12 +465,12 @@ func decodeTaskFields(c *fiber.Ctx) (models.TaskFields, error) {
 	if len(body) == 0 || body[0] != '{' {
 		return f, badRequest("request body must be a JSON object")
 	}
+	if err := refuseBadText(body); err != nil {
+		return f, err
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return f, badRequest("request body is not valid JSON: %v", err)
-	}
-	if err := refuseNUL(body); err != nil {
-		return f, err
 	}
 	fieldErr := func(name, msg string) error {
 		return &Error{Status: fiber.StatusBadRequest, Message: name + ": " + msg, Code: "invalid", Fields: map[string]any{"field": name}}

@@ -285,6 +285,8 @@ func TestWorkboardTaskRoutes(t *testing.T) {
 		{map[string]any{"title": nil}, "title"},
 		{map[string]any{"owner": "x", "status": "nope"}, "status"},
 		{map[string]any{}, ""},
+		// Not UTF-8: encoding/json would store U+FFFD in its place.
+		{"{\"title\":\"a\xff\xfeb\"}", ""},
 	} {
 		r := g.Do("PATCH", path, c.body)
 		if r.Status != 400 || (c.field != "" && r.JSON["field"] != c.field) {
