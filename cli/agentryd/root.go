@@ -85,10 +85,9 @@ func runGateway(ctx context.Context, version string, stderr io.Writer) error {
 	}
 	if cfg.Server.AdaptiveProcs {
 		// Here and not in gateway.Start: GOMAXPROCS belongs to the process,
-		// and tests run several gateways in one.
-		pctx, stopProcs := context.WithCancel(ctx)
-		defer stopProcs()
-		procs.Start(pctx, log)
+		// and tests run several gateways in one. It stops (restoring every
+		// processor) when ctx does, at the shutdown signal.
+		procs.Start(ctx, log)
 	}
 	fmt.Fprintf(stderr, "Agentry gateway listening on %s (Ctrl-C to stop)\n", g.URL())
 	var serveErr error

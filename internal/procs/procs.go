@@ -48,16 +48,16 @@ const (
 // process has one processor, or when the GOMAXPROCS environment variable
 // chose the parallelism: an operator's setting wins.
 func Start(ctx context.Context, log *slog.Logger) {
-	if max, ok := adaptable(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)); ok && newSampler().supported() {
+	max := runtime.GOMAXPROCS(0)
+	if adaptable(os.Getenv("GOMAXPROCS"), max) && newSampler().supported() {
 		go run(ctx, max, Interval, log)
 	}
 }
 
-// adaptable returns the parallelism to return to and whether there is
-// anything to adapt: not when the operator set GOMAXPROCS (env), nor with
-// one processor (current).
-func adaptable(env string, current int) (int, bool) {
-	return current, env == "" && current >= 2
+// adaptable reports whether there is anything to adapt: not when the
+// operator set GOMAXPROCS (env), nor with one processor.
+func adaptable(env string, procs int) bool {
+	return env == "" && procs >= 2
 }
 
 // run samples the scheduler every interval and applies the governor's
