@@ -126,7 +126,7 @@ func TestJournaledCallLeavesTheSameRowAsACommittedOne(t *testing.T) {
 // while its process is idle: what a SIGKILL would leave on disk.
 func copyDatabase(t *testing.T, from, to string) {
 	t.Helper()
-	for _, suffix := range []string{"", "-wal", "-admissions-0", "-admissions-1"} {
+	for _, suffix := range []string{"", "-wal", "-admissions-0", "-admissions-1", "-redo"} {
 		b, err := os.ReadFile(from + suffix)
 		if os.IsNotExist(err) {
 			continue

@@ -8,6 +8,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"github.com/agentryhq/agentry/internal/sqlitemem"
@@ -76,6 +77,10 @@ type Options struct {
 	// (0: DefaultGroupQueue); past it requests are refused with
 	// ErrOverloaded (503).
 	WriteQueue int
+	// CommitLinger is how long SQLite's writer may keep its transaction
+	// open for more batches (see redoLog): 0 takes DefaultLinger, a
+	// negative value commits every batch.
+	CommitLinger time.Duration
 	// walPagesForTest replaces defaultWALPages (tests).
 	walPagesForTest int
 	// noJournalForTest admits through SQLite commits, as a process
@@ -136,12 +141,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		NowFunc:              func() time.Time { return time.Now().UTC() },
 	}
 	var db *gorm.DB
+	var conns *redoConnector
 	switch driver {
 	case DriverSQLite:
 		if err := sqlitemem.Configure(); err != nil {
 			log.Warn("SQLite runs without its memory settings (slower)", "err", err)
 		}
-		db, err = openSQLiteRetrying(ctx, opts, cfg)
+		db, conns, err = openSQLiteRetrying(ctx, opts, cfg)
 	case DriverPostgres:
 		db, err = openPostgres(opts, cfg)
 	}
@@ -161,7 +167,31 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	// The journals belong to the one process holding their lock. The redo
+	// log runs what a crash cut off before migrations touch the schema its
+	// statements were written for.
+	var journal *admissionJournal
+	var left []*deferredAdmission
+	var redo *redoLog
+	if driver == DriverSQLite && !opts.noJournalForTest {
+		if journal, left, err = openAdmissionJournal(opts.DSN); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		if journal != nil {
+			sqlDB, _ := db.DB() // SQLite's pool is a *sql.DB (openSQLite)
+			if redo, err = openRedoLog(ctx, sqlDB, opts.DSN, log); err != nil {
+				journal.close()
+				_ = s.Close()
+				return nil, fmt.Errorf("open database: %w", err)
+			}
+		}
+	}
 	if err := migrate(ctx, s, modelsInOrder(), migrationsInOrder()); err != nil {
+		if journal != nil {
+			journal.close()
+			redo.close()
+		}
 		_ = s.Close()
 		return nil, err
 	}
@@ -171,16 +201,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
-		var journal *admissionJournal
-		var left []*deferredAdmission
-		if !opts.noJournalForTest {
-			if journal, left, err = openAdmissionJournal(opts.DSN); err != nil {
-				_ = s.Close()
-				return nil, fmt.Errorf("open database: %w", err)
-			}
+		if s.Group, err = newGroupCommit(sqlDB, opts.WriteQueue, 0, journal, redo, opts.CommitLinger); err != nil {
+			journal.close()
+			redo.close()
+			_ = s.Close()
+			return nil, err
 		}
-		s.Group = newGroupCommit(sqlDB, opts.WriteQueue, 0, journal)
 		s.Group.onFull = s.NoteStorageFull
+		conns.group.Store(s.Group)
 		if journal != nil {
 			if err := s.Group.recoverJournal(ctx, left); err != nil {
 				_ = s.Close()
@@ -217,24 +245,24 @@ func normalizeDriver(name string) (string, error) {
 // file at that moment gets SQLITE_BUSY at once, whatever busy_timeout says
 // (seen with several gateways starting on one fresh database). The wait is
 // bounded by the busy timeout and the caller's context.
-func openSQLiteRetrying(ctx context.Context, opts Options, cfg *gorm.Config) (*gorm.DB, error) {
+func openSQLiteRetrying(ctx context.Context, opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error) {
 	deadline := time.Now().Add(sqliteBusyTimeout)
 	for attempt := 1; ; attempt++ {
-		db, err := openSQLite(opts, cfg)
+		db, conns, err := openSQLite(opts, cfg)
 		if err == nil {
 			if err = pingSQLite(ctx, db); err == nil {
-				return db, nil
+				return db, conns, nil
 			}
 			closeGorm(db)
 		}
 		if !transient(err) || time.Now().After(deadline) {
-			return nil, err
+			return nil, nil, err
 		}
 		// Spread the retries of processes that collided.
 		pause := time.Duration(attempt*5+rand.IntN(20)) * time.Millisecond
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return nil, nil, err
 		case <-time.After(pause):
 		}
 	}
@@ -284,29 +312,33 @@ func closeGorm(db *gorm.DB) {
 // busy_timeout runs out. The pool therefore stays small: a few connections
 // let reads overlap a write while writers queue in database/sql, which is
 // fair and cheap, rather than inside SQLite.
-func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, error) {
+func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error) {
 	path := opts.DSN
 	dsn, err := sqliteDSN(path, opts.walPages())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("open database: create directory for %s: %w", path, err)
+			return nil, nil, fmt.Errorf("open database: create directory for %s: %w", path, err)
 		}
 	}
-	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}), cfg)
+	// The pool's connections go through redoConnector (see redoLog).
+	conns := &redoConnector{dsn: dsn}
+	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: sql.OpenDB(conns)}), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open database: SQLite %s: %w", path, err)
+		return nil, nil, fmt.Errorf("open database: SQLite %s: %w", path, err)
 	}
-	conns := opts.MaxOpenConns
-	if conns <= 0 {
-		conns = defaultSQLiteConns
+	n := opts.MaxOpenConns
+	if n <= 0 {
+		n = defaultSQLiteConns
 	}
-	if err := limitPool(db, conns, 0); err != nil {
-		return nil, err
+	// One more for the group commit's writer, which keeps one for itself
+	// (see newGroupCommit).
+	if err := limitPool(db, n+1, 0); err != nil {
+		return nil, nil, err
 	}
-	return db, nil
+	return db, conns, nil
 }
 
 // sqliteDSN is the driver's DSN for the database file at path, with the

@@ -71,6 +71,26 @@ type GroupCommit struct {
 	// space (Store.NoteStorageFull).
 	onFull func()
 
+	// redo, when set, lets batches be acknowledged before SQLite commits
+	// them (see redoLog): open is the lingering transaction, begun at
+	// openSince. acked is closed when the batches acknowledged and not yet
+	// committed are (nil: none are waiting); sync waits for it.
+	redo        *redoLog
+	conn        *sql.Conn
+	lingerFor   time.Duration
+	open        *sql.Tx
+	openSince   time.Time
+	acked       atomic.Pointer[chan struct{}]
+	lingerTimer *time.Timer
+	lingerArmed time.Time // openSince of the batches lingerTimer is armed for
+	// wantSync asks the writer to commit at once (a reader waits); outside
+	// counts transactions and writes of other connections, for which the
+	// writer commits every batch instead of lingering; closing stops
+	// lingering for good.
+	wantSync atomic.Bool
+	outside  atomic.Int32
+	closing  bool
+
 	// stats (read by benchmarks and tests through Stats).
 	mu              sync.Mutex
 	batches, writes int64
@@ -119,11 +139,13 @@ var errGroupClosed = errors.New("database writer stopped")
 // NewGroupCommit starts the writer over db. queue and maxBatch of 0 take
 // the defaults.
 func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
-	return newGroupCommit(db, queue, maxBatch, nil)
+	g, _ := newGroupCommit(db, queue, maxBatch, nil, nil, 0) // no redo log: no connection to take
+	return g
 }
 
-// newGroupCommit starts the writer, with an admission journal when j is set.
-func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal) *GroupCommit {
+// newGroupCommit starts the writer, with an admission journal when j is
+// set and a redo log (and a connection of its own) when redo is.
+func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal, redo *redoLog, linger time.Duration) (*GroupCommit, error) {
 	if queue <= 0 {
 		queue = DefaultGroupQueue
 	}
@@ -133,12 +155,27 @@ func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal) *Group
 	g := &GroupCommit{db: db, jobs: make(chan *commitJob, queue), maxBatch: maxBatch, stmts: map[string]*sql.Stmt{}, unprepared: map[string]bool{},
 		wake: make(chan struct{}, 1), closed: make(chan struct{}), stopped: make(chan struct{}), journal: j}
 	g.counters = newCounterBook(g)
+	g.lingerTimer = time.NewTimer(time.Hour)
+	g.lingerTimer.Stop()
+	if redo != nil {
+		// A connection of its own: after a rollback the writer begins
+		// again while readers wait for the batches it acknowledged (sync),
+		// each holding a pooled connection, so it must not need one.
+		conn, err := db.Conn(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("open database: the writer's connection: %w", err)
+		}
+		if linger == 0 {
+			linger = DefaultLinger
+		}
+		g.conn, g.redo, g.lingerFor = conn, redo, linger
+	}
 	if j != nil {
 		g.dueTimer = time.NewTimer(time.Hour)
 		g.dueTimer.Stop()
 	}
 	go g.run()
-	return g
+	return g, nil
 }
 
 var jobPool = sync.Pool{New: func() any { return &commitJob{done: make(chan error, 1)} }}
@@ -213,7 +250,7 @@ func (g *GroupCommit) submit(ctx context.Context, held []laterWrite, j *commitJo
 			}
 			errs := make([]error, len(jobs))
 			g.runBatch(jobs, errs)
-			wake := g.dueBeforeArmed()
+			wake := g.dueBeforeArmed() || g.lingerNotArmed()
 			g.writing.Unlock()
 			if wake {
 				g.wakeWriter()
@@ -325,7 +362,11 @@ func (g *GroupCommit) runBatch(batch []*commitJob, errs []error) {
 		held = g.journal.due(false)
 	}
 	g.commit(batch, errs, held)
-	g.prepareNew()
+	if !g.unsettled() {
+		// Not while a transaction lingers: it holds a connection and the
+		// write lock, and preparing needs a pooled connection (see Stmt).
+		g.prepareNew()
+	}
 }
 
 // Close stops the writer after the queued jobs ran.
@@ -372,6 +413,10 @@ func (g *GroupCommit) prepareNew() {
 	g.stmtMu.Lock()
 	defer g.stmtMu.Unlock()
 	for query := range g.unprepared { // usually none
+		// On the pool, not on the writer's own connection: database/sql
+		// binds a statement prepared on a Conn to it and prepares it again
+		// for every transaction; one prepared on the pool it prepares once
+		// per connection and keeps.
 		st, err := g.db.PrepareContext(context.Background(), query)
 		if err != nil {
 			continue // prepared on its transaction again next time
@@ -409,10 +454,16 @@ func (g *GroupCommit) run() {
 	for {
 		g.writing.Lock()
 		g.drain(batch, errs)
+		if g.unsettled() && !g.mayLinger() {
+			g.commitAcked()
+			g.prepareNew()
+		}
 		due := g.armDueTimer()
+		lingered := g.armLingerTimer()
 		g.writing.Unlock()
 		select {
 		case <-g.wake:
+		case <-lingered: // committed at the top of the loop
 		case <-due:
 			// Journaled admissions held too long: a batch of their own.
 			g.writing.Lock()
@@ -422,8 +473,17 @@ func (g *GroupCommit) run() {
 			// Run what is still queued, then stop. writing stays locked:
 			// no caller runs a batch after the writer stopped.
 			g.writing.Lock()
+			g.closing = true
 			g.drain(batch, errs)
 			g.closeJournal()
+			g.commitAcked()
+			if g.redo != nil {
+				if !g.redo.recorded() {
+					_ = g.redo.truncate()
+				}
+				g.redo.close()
+				_ = g.conn.Close()
+			}
 			return
 		}
 	}
@@ -573,15 +633,16 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 			return nil
 		}
 		var err error
-		if tx, err = g.db.BeginTx(ctx, nil); err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		return nil
+		tx, err = g.begin(ctx)
+		return err
 	}
 	rollback := func() {
 		if tx != nil {
-			tx.Rollback()
+			g.rollback(tx)
 		}
+	}
+	if g.redo != nil {
+		g.redo.startBatch()
 	}
 	g.counters.begin()
 	committed := false
@@ -596,7 +657,7 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 		}
 		for _, d := range held {
 			if err := g.writeAdmission(ctx, tx, d); err != nil {
-				tx.Rollback()
+				rollback()
 				if transient(err) {
 					return -1, err
 				}
@@ -639,10 +700,16 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 	}
 	if tx != nil {
 		if err := g.counters.flush(ctx, tx); err != nil {
-			tx.Rollback()
+			rollback()
 			return -1, fmt.Errorf("write budget counters: %w", err)
 		}
-		if err := tx.Commit(); err != nil {
+		if g.mayLinger() {
+			if err := g.redo.write(); err != nil {
+				rollback()
+				return -1, err
+			}
+			g.linger(tx)
+		} else if err := g.commitTx(ctx, tx); err != nil {
 			return -1, fmt.Errorf("commit: %w", err)
 		}
 	}

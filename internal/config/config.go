@@ -226,8 +226,13 @@ type StorageConfig struct {
 	// WriteQueue bounds the writes waiting for SQLite's single writer (the
 	// group commit); past it requests are shed with 503 and Retry-After.
 	// 0 takes models.DefaultGroupQueue.
-	WriteQueue int            `yaml:"write_queue,omitempty" env:"WRITE_QUEUE"`
-	Extra      map[string]any `yaml:",inline"`
+	WriteQueue int `yaml:"write_queue,omitempty" env:"WRITE_QUEUE"`
+	// CommitLinger is how long SQLite's writer may keep its transaction
+	// open for more batches, each acknowledged from the redo log (see
+	// models.redoLog). 0 takes models.DefaultLinger; a negative value
+	// commits every batch.
+	CommitLinger time.Duration  `yaml:"commit_linger,omitempty" env:"COMMIT_LINGER"`
+	Extra        map[string]any `yaml:",inline"`
 }
 
 // AuthConfig selects how /api/v1 callers authenticate.

@@ -1,0 +1,268 @@
+package models
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// setLinger changes how long the writer's transaction may linger, on the
+// writer's goroutine.
+func setLinger(t *testing.T, st *Store, d time.Duration) {
+	t.Helper()
+	if err := st.Group.Do(context.Background(), func(context.Context, *sql.Tx) error { st.Group.lingerFor = d; return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every value database/sql hands the driver comes back from the log as it
+// went in; anything else is refused rather than recorded wrongly.
+func TestRedoValuesRoundTrip(t *testing.T) {
+	when := time.Date(2026, 11, 25, 1, 2, 3, 456789, time.FixedZone("x", 3600))
+	in := []driver.Value{nil, int64(-42), 3.25, true, false, []byte{0, 1, 2}, "text é", when, ""}
+	r := &redoLog{}
+	args := make([]driver.NamedValue, len(in))
+	for i, v := range in {
+		args[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	if err := r.add("INSERT x", args); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.add("DELETE y", nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err := eachStatement(r.cur, func(q string, a []any) error {
+		got = append(got, q)
+		if q == "INSERT x" {
+			for i, v := range a {
+				if tm, ok := v.(time.Time); ok {
+					if !tm.Equal(when) || tm.Format(time.RFC3339Nano) != when.Format(time.RFC3339Nano) {
+						t.Errorf("time %v, want %v", tm, when)
+					}
+					continue
+				}
+				if !reflect.DeepEqual(v, any(in[i])) {
+					t.Errorf("arg %d = %#v, want %#v", i, v, in[i])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil || !reflect.DeepEqual(got, []string{"INSERT x", "DELETE y"}) {
+		t.Fatalf("statements %v, %v", got, err)
+	}
+	if err := r.add("INSERT z", []driver.NamedValue{{Ordinal: 1, Value: struct{}{}}}); err == nil {
+		t.Fatal("an unknown argument type was recorded")
+	}
+}
+
+// A record cut short by a crash, or damaged, ends the log: the records
+// before it are read, nothing after it.
+func TestRedoRecordsStopAtADamagedTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := &redoLog{f: f}
+	for i := range 3 {
+		if err := r.add(fmt.Sprintf("Q%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.write(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole, _ := os.ReadFile(path)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want int
+	}{
+		{"whole", whole, 3},
+		{"last cut short", whole[:len(whole)-3], 2},
+		{"a byte of the second flipped", flip(whole, 20), 1},
+		{"empty", nil, 0},
+	} {
+		if err := os.WriteFile(path, tc.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := readRedoRecords(f)
+		if err != nil || len(recs) != tc.want {
+			t.Errorf("%s: %d records (%v), want %d", tc.name, len(recs), err, tc.want)
+		}
+		for i, rec := range recs {
+			if rec.seq != uint64(i+1) {
+				t.Errorf("%s: record %d has seq %d", tc.name, i, rec.seq)
+			}
+		}
+	}
+}
+
+func flip(b []byte, i int) []byte {
+	c := append([]byte(nil), b...)
+	c[i] ^= 0xff
+	return c
+}
+
+// Batches acknowledged while the writer's transaction lingers are in the
+// redo log only; a process that dies then (its files as they are) loses
+// none of them: the next open runs them again, once.
+func TestLingeringBatchesSurviveACrash(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live, l := journalTestLedger(t, filepath.Join(dir, "live.db"), false)
+	setLinger(t, live, time.Hour)
+	now := time.Now().UTC()
+	for i := range 5 {
+		sess := &ChatSession{ID: fmt.Sprintf("s%d", i), AgentID: "a", Subject: "alice", Source: "chat"}
+		run := &AgentRun{RunID: fmt.Sprintf("r%d", i), AgentID: "a", SessionID: sess.ID, Status: "ok", StartedAt: now}
+		msgs := []ChatMessage{{Role: "user", Content: fmt.Sprintf("hello %d", i)}, {Role: "assistant", Content: "hi"}}
+		if err := live.SaveExchange(ctx, sess, run, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry("c1", now), AdmissionID: "a-c1", Keys: []string{"d"}, WorstMicros: 40,
+		ExpiresAt: now.Add(time.Hour)}); err != nil || !res.Admitted {
+		t.Fatalf("admit: %+v %v", res, err)
+	}
+	if _, err := l.SettleCall(ctx, Settlement{CallID: "c1", AdmissionID: "a-c1", ReservationID: "a-c1", Keys: []string{"d"},
+		Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 25, FinishedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if !live.Group.unsettledForTest() {
+		t.Fatal("nothing lingers: the test would prove nothing")
+	}
+
+	// The process dies now (no read has made the writer commit).
+	crashed := filepath.Join(dir, "crashed.db")
+	copyDatabase(t, filepath.Join(dir, "live.db"), crashed)
+	withoutRedo := filepath.Join(dir, "without-redo.db")
+	copyDatabase(t, filepath.Join(dir, "live.db"), withoutRedo)
+	if err := os.Remove(withoutRedo + "-redo"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", withoutRedo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed int
+	if err := raw.QueryRow("SELECT COUNT(*) FROM chat_messages").Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	if committed != 0 {
+		t.Fatalf("%d messages committed to SQLite already: the batches did not linger", committed)
+	}
+
+	for round := range 2 { // a second start runs nothing twice
+		st, rl := journalTestLedger(t, crashed, false)
+		for i := range 5 {
+			msgs, err := st.recentMessages(ctx, fmt.Sprintf("s%d", i), 10)
+			if err != nil || len(msgs) != 2 || msgs[0].Content != fmt.Sprintf("hello %d", i) || msgs[0].Seq != 1 || msgs[1].Seq != 2 {
+				t.Fatalf("round %d: session s%d: %+v %v", round, i, msgs, err)
+			}
+			if _, err := st.AgentRunByID(ctx, fmt.Sprintf("r%d", i)); err != nil {
+				t.Fatalf("round %d: run r%d: %v", round, i, err)
+			}
+		}
+		if n := countRows(t, st, "chat_messages"); n != 10 {
+			t.Fatalf("round %d: %d messages, want 10", round, n)
+		}
+		if r, err := rl.GetLedgerEntry(ctx, "c1"); err != nil || r.Outcome != OutcomeSucceeded || r.CostMicros != 25 || r.Executions != 1 {
+			t.Fatalf("round %d: settled row %+v %v", round, r, err)
+		}
+		if c := dbCounter(t, st, "d"); c.SpentMicros != 25 || c.ReservedMicros != 0 {
+			t.Fatalf("round %d: counter %+v", round, c)
+		}
+		st.Close()
+		if fi, err := os.Stat(crashed + "-redo"); err != nil || fi.Size() != 0 {
+			t.Fatalf("round %d: redo log after a clean close: %v %v", round, fi, err)
+		}
+	}
+}
+
+// A read on another connection sees what the writer acknowledged, and a
+// write there does not wait for the lingering to end.
+func TestReadersAndOtherWritersDoNotWaitForTheLinger(t *testing.T) {
+	ctx := context.Background()
+	st := openGrouped(t)
+	setLinger(t, st, time.Hour)
+	sess := &ChatSession{ID: "s", AgentID: "a", Subject: "alice", Source: "chat"}
+	if err := st.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var n int64
+		if err := st.DB.Model(&ChatMessage{}).Where("session_id = ?", "s").Count(&n).Error; err != nil || n != 1 {
+			done <- fmt.Errorf("read %d messages (%v), want 1", n, err)
+			return
+		}
+		if err := st.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: "y"}}); err != nil {
+			done <- err
+			return
+		}
+		done <- st.DB.Create(&Feedback{Subject: "alice", ResponseID: "r", Rating: 1}).Error
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a reader or another writer waited for the lingering transaction")
+	}
+}
+
+// A batch that fails after others were acknowledged in the same lingering
+// transaction rolls them back with it; they are run again, so none is lost.
+func TestAFailedBatchKeepsTheAcknowledgedOnes(t *testing.T) {
+	ctx := context.Background()
+	st := openGrouped(t)
+	setLinger(t, st, time.Hour)
+	insert := func(id string, fail bool) error {
+		return st.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if err := st.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01"); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("boom")
+			}
+			return nil
+		})
+	}
+	if err := insert("kept-1", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := insert("failed", true); err == nil {
+		t.Fatal("the failing batch succeeded")
+	}
+	if err := insert("kept-2", false); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	if err := st.DB.Model(&ChatSession{}).Order("id").Pluck("id", &ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ids, []string{"kept-1", "kept-2"}) {
+		t.Fatalf("sessions %v", ids)
+	}
+}
+
+// unsettledForTest reports, under the writing lock, whether acknowledged
+// batches wait for their commit.
+func (g *GroupCommit) unsettledForTest() bool {
+	g.writing.Lock()
+	defer g.writing.Unlock()
+	return g.unsettled()
+}
