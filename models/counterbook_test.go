@@ -288,13 +288,15 @@ func benchmarkAdmitSettle(b *testing.B, journaled, queued bool) {
 // exchange, the exchange's write), one request at a time (serial: the
 // added latency at one connection) or from 16 goroutines per core.
 func BenchmarkChatRequestWrites(b *testing.B) {
-	for _, parallel := range []bool{false, true} {
-		name := "serial"
-		if parallel {
-			name = "parallel"
-		}
-		b.Run(name, func(b *testing.B) {
-			_, l := journalTestLedger(b, filepath.Join(b.TempDir(), "bench.db"), false)
+	for _, bench := range []struct {
+		name     string
+		parallel bool
+		linger   time.Duration
+	}{{"serial", false, DefaultLinger}, {"serial/commit-every-batch", false, -1}, {"parallel", true, DefaultLinger}, {"parallel/commit-every-batch", true, -1}} {
+		parallel := bench.parallel
+		b.Run(bench.name, func(b *testing.B) {
+			st, l := journalTestLedger(b, filepath.Join(b.TempDir(), "bench.db"), false)
+			setLinger(b, st, bench.linger)
 			var n, rejected atomic.Int64
 			request := func() {
 				ctx := CommitLater(context.Background())

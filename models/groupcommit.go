@@ -363,8 +363,8 @@ func (g *GroupCommit) runBatch(batch []*commitJob, errs []error) {
 	}
 	g.commit(batch, errs, held)
 	if !g.unsettled() {
-		// Not while a transaction lingers: it holds a connection and the
-		// write lock, and preparing needs a pooled connection (see Stmt).
+		// Not while batches wait for their commit: readers waiting for it
+		// (sync) may hold every pooled connection, and preparing needs one.
 		g.prepareNew()
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // setLinger changes how long the writer's transaction may linger, on the
 // writer's goroutine.
-func setLinger(t *testing.T, st *Store, d time.Duration) {
+func setLinger(t testing.TB, st *Store, d time.Duration) {
 	t.Helper()
 	if err := st.Group.Do(context.Background(), func(context.Context, *sql.Tx) error { st.Group.lingerFor = d; return nil }); err != nil {
 		t.Fatal(err)

@@ -229,7 +229,7 @@ type StorageConfig struct {
 	WriteQueue int `yaml:"write_queue,omitempty" env:"WRITE_QUEUE"`
 	// CommitLinger is how long SQLite's writer may keep its transaction
 	// open for more batches, each acknowledged from the redo log (see
-	// models.redoLog). 0 takes models.DefaultLinger; a negative value
+	// models.redoLog). 0 takes models.DefaultLinger (20 ms); a negative value
 	// commits every batch.
 	CommitLinger time.Duration  `yaml:"commit_linger,omitempty" env:"COMMIT_LINGER"`
 	Extra        map[string]any `yaml:",inline"`
