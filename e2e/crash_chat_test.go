@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,43 +49,29 @@ costs:
     openai/exact: {input_per_mtok: 0, output_per_mtok: 100, source: test, version: t1, effective_date: "2024-01-01"}
 `, fake.OpenAIBaseURL())), 0o644)
 	const key = "crash-chat-key-0123456789"
-	ports := gatewaytest.FreePorts(t, 2)
-	env := map[string]string{
-		"AGENTRY_CONFIG_PATH":                     cfgPath,
-		"AGENTRY_WORKSPACE":                       ws,
-		"AGENTRY_SERVER_PORT":                     strconv.Itoa(ports[0]),
-		"AGENTRY_SERVER_API_KEY":                  key,
-		"AGENTRY_TEMPORAL_EMBEDDED_FRONTEND_PORT": strconv.Itoa(ports[1]),
-		"AGENTRY_TEMPORAL_EMBEDDED_UI_ENABLED":    "false",
-	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	client := &http.Client{Timeout: 30 * time.Second}
-	call := func(method, path, body string, out any) {
+	env, port, _ := gatewayEnv(t, ws)
+	env["AGENTRY_CONFIG_PATH"], env["AGENTRY_SERVER_API_KEY"] = cfgPath, key
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// call sends an API request that must answer 200 and decodes its body.
+	call := func(method, path string, body, out any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
+		r := wbCall(t, base, key, method, path, body)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Raw)
+		}
+		if err := json.Unmarshal(r.Raw, out); err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
-		}
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var reply struct {
-		SessionID string `json:"session_id"`
 	}
 	// chat sends text as user in session (empty: the user's own).
 	chat := func(user, session, text string) string {
 		t.Helper()
-		body := fmt.Sprintf(`{"agent_id":"exact","user_id":%q,"text":%q}`, user, text)
+		body := map[string]string{"agent_id": "exact", "user_id": user, "text": text}
 		if session != "" {
-			body = fmt.Sprintf(`{"agent_id":"exact","user_id":%q,"session_id":%q,"text":%q}`, user, session, text)
+			body["session_id"] = session
+		}
+		var reply struct {
+			SessionID string `json:"session_id"`
 		}
 		call("POST", "/api/v1/chat", body, &reply)
 		return reply.SessionID
@@ -127,7 +112,7 @@ costs:
 	var calls struct {
 		Calls []ledgerRow `json:"calls"`
 	}
-	call("GET", "/api/v1/costs/calls?limit=1000", "", &calls)
+	call("GET", "/api/v1/costs/calls?limit=1000", nil, &calls)
 	settled := 0
 	for _, r := range calls.Calls {
 		if r.Outcome == "succeeded" && r.CostMicros == 10_000 {

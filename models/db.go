@@ -181,17 +181,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		if journal != nil {
 			sqlDB, _ := db.DB() // SQLite's pool is a *sql.DB (openSQLite)
 			if redo, err = openRedoLog(ctx, sqlDB, opts.DSN, log); err != nil {
-				journal.close()
+				closeJournals(journal, nil)
 				_ = s.Close()
 				return nil, fmt.Errorf("open database: %w", err)
 			}
 		}
 	}
 	if err := migrate(ctx, s, modelsInOrder(), migrationsInOrder()); err != nil {
-		if journal != nil {
-			journal.close()
-			redo.close()
-		}
+		closeJournals(journal, redo)
 		_ = s.Close()
 		return nil, err
 	}
@@ -202,8 +199,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		if s.Group, err = newGroupCommit(sqlDB, opts.WriteQueue, 0, journal, redo, opts.CommitLinger); err != nil {
-			journal.close()
-			redo.close()
+			closeJournals(journal, redo)
 			_ = s.Close()
 			return nil, err
 		}
@@ -237,6 +233,17 @@ func normalizeDriver(name string) (string, error) {
 		return DriverPostgres, nil
 	}
 	return "", fmt.Errorf("open database: unknown storage driver %q (use %q or %q)", name, DriverSQLite, DriverPostgres)
+}
+
+// closeJournals closes the journals of a store that failed to open before
+// its writer took them (either may be nil).
+func closeJournals(j *admissionJournal, r *redoLog) {
+	if j != nil {
+		j.close()
+	}
+	if r != nil {
+		r.close()
+	}
 }
 
 // openSQLiteRetrying is openSQLite retried while the file is locked. The

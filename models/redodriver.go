@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 
@@ -32,9 +33,14 @@ type redoConnector struct {
 }
 
 func (c *redoConnector) Connect(context.Context) (driver.Conn, error) {
-	base, err := (&sqlite.Driver{}).Open(c.dsn)
+	conn, err := (&sqlite.Driver{}).Open(c.dsn)
 	if err != nil {
 		return nil, err
+	}
+	base, ok := conn.(baseConn)
+	if !ok {
+		conn.Close()
+		return nil, fmt.Errorf("open database: SQLite's driver connection (%T) lacks an interface the store needs", conn)
 	}
 	return &redoConn{base: base, connector: c}, nil
 }
@@ -61,7 +67,7 @@ type baseConn interface {
 }
 
 type redoConn struct {
-	base      driver.Conn
+	base      baseConn
 	connector *redoConnector
 	// rec is the redo log while the writer's transaction runs here.
 	rec *redoLog
@@ -70,14 +76,12 @@ type redoConn struct {
 	outside *GroupCommit
 }
 
-func (c *redoConn) b() baseConn { return c.base.(baseConn) }
-
 func (c *redoConn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
 
 func (c *redoConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	st, err := c.b().PrepareContext(ctx, query)
+	st, err := c.base.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +96,7 @@ func (c *redoConn) Begin() (driver.Tx, error) {
 
 func (c *redoConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if r, ok := ctx.Value(redoKey{}).(*redoLog); ok && r != nil {
-		tx, err := c.b().BeginTx(ctx, opts)
+		tx, err := c.base.BeginTx(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +107,7 @@ func (c *redoConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.T
 	if g != nil {
 		g.outsideBegin()
 	}
-	tx, err := c.b().BeginTx(ctx, opts)
+	tx, err := c.base.BeginTx(ctx, opts)
 	if err != nil {
 		if g != nil {
 			g.outsideEnd()
@@ -117,13 +121,13 @@ func (c *redoConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.T
 func (c *redoConn) inTx() bool { return c.rec != nil || c.outside != nil }
 
 func (c *redoConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	return c.exec(ctx, query, args, func() (driver.Result, error) { return c.b().ExecContext(ctx, query, args) })
+	return c.exec(query, args, func() (driver.Result, error) { return c.base.ExecContext(ctx, query, args) })
 }
 
 // exec runs a statement that may write: recorded on the writer's
 // transaction (once it succeeded: a failed statement changed nothing),
 // made to wait for the writer's commit outside any transaction.
-func (c *redoConn) exec(_ context.Context, query string, args []driver.NamedValue, run func() (driver.Result, error)) (driver.Result, error) {
+func (c *redoConn) exec(query string, args []driver.NamedValue, run func() (driver.Result, error)) (driver.Result, error) {
 	if !c.inTx() {
 		if g := c.connector.group.Load(); g != nil {
 			g.outsideBegin()
@@ -140,7 +144,7 @@ func (c *redoConn) exec(_ context.Context, query string, args []driver.NamedValu
 }
 
 func (c *redoConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.query(query, args, func() (driver.Rows, error) { return c.b().QueryContext(ctx, query, args) })
+	return c.query(query, args, func() (driver.Rows, error) { return c.base.QueryContext(ctx, query, args) })
 }
 
 // query runs a statement that returns rows: on the writer's transaction
@@ -169,16 +173,12 @@ func readOnlyStatement(query string) bool {
 	if len(q) < 6 {
 		return false
 	}
-	switch strings.ToUpper(q[:6]) {
-	case "SELECT", "PRAGMA":
-		return true
-	}
-	return false
+	return strings.EqualFold(q[:6], "SELECT") || strings.EqualFold(q[:6], "PRAGMA")
 }
 
-func (c *redoConn) Ping(ctx context.Context) error         { return c.b().Ping(ctx) }
-func (c *redoConn) ResetSession(ctx context.Context) error { return c.b().ResetSession(ctx) }
-func (c *redoConn) IsValid() bool                          { return c.b().IsValid() }
+func (c *redoConn) Ping(ctx context.Context) error         { return c.base.Ping(ctx) }
+func (c *redoConn) ResetSession(ctx context.Context) error { return c.base.ResetSession(ctx) }
+func (c *redoConn) IsValid() bool                          { return c.base.IsValid() }
 
 // endTx ends the connection's transaction.
 func (c *redoConn) endTx() {
@@ -222,7 +222,7 @@ func (s *redoStmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *redoStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	return s.conn.exec(ctx, s.query, args, func() (driver.Result, error) {
+	return s.conn.exec(s.query, args, func() (driver.Result, error) {
 		return s.base.(driver.StmtExecContext).ExecContext(ctx, args)
 	})
 }

@@ -1,7 +1,6 @@
 package models
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -364,7 +363,7 @@ func readRedoRecords(f *os.File) ([]redoRecord, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("read redo log: %w", err)
 	}
-	data, err := io.ReadAll(bufio.NewReaderSize(f, 64<<10))
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("read redo log: %w", err)
 	}
