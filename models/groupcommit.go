@@ -80,6 +80,10 @@ type GroupCommit struct {
 	lingerFor   time.Duration
 	open        *sql.Tx
 	openSince   time.Time
+	// connTx is the transaction in progress on conn; raw holds the
+	// statements run in it without database/sql (see execRaw).
+	connTx *sql.Tx
+	raw    rawStatements
 	acked       atomic.Pointer[chan struct{}]
 	lingerTimer *time.Timer
 	lingerArmed time.Time // openSince of the batches lingerTimer is armed for
@@ -428,6 +432,10 @@ func (g *GroupCommit) prepareNew() {
 
 // Exec runs a prepared query in tx.
 func (g *GroupCommit) Exec(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	if g.onWriterConn(tx) {
+		_, err := g.execRaw(ctx, query, args)
+		return err
+	}
 	st, err := g.Stmt(ctx, tx, query)
 	if err != nil {
 		return err
@@ -482,6 +490,7 @@ func (g *GroupCommit) run() {
 					_ = g.redo.truncate()
 				}
 				g.redo.close()
+				g.closeRaw()
 				_ = g.conn.Close()
 			}
 			return

@@ -373,6 +373,13 @@ func (l *CostLedger) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.S
 }
 
 func (l *CostLedger) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
+	if l.Group != nil && l.Group.onWriterConn(tx) {
+		n, err := l.Group.execRaw(ctx, query, args)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", firstWords(query), err)
+		}
+		return n, nil
+	}
 	st, err := l.stmt(ctx, tx, query)
 	if err != nil {
 		return 0, err

@@ -49,6 +49,9 @@ func (g *GroupCommit) begin(ctx context.Context) (*sql.Tx, error) {
 	var err error
 	if g.conn != nil {
 		tx, err = g.conn.BeginTx(ctx, nil)
+		if err == nil {
+			g.connTx = tx
+		}
 	} else {
 		tx, err = g.db.BeginTx(ctx, nil)
 	}
@@ -58,6 +61,7 @@ func (g *GroupCommit) begin(ctx context.Context) (*sql.Tx, error) {
 	if g.redo != nil {
 		if err := g.redo.runPending(ctx, tx); err != nil {
 			_ = tx.Rollback()
+			g.endTx(tx)
 			return nil, fmt.Errorf("run acknowledged batches again: %w", err)
 		}
 		if g.unsettled() {
@@ -73,9 +77,7 @@ func (g *GroupCommit) begin(ctx context.Context) (*sql.Tx, error) {
 // again.
 func (g *GroupCommit) rollback(tx *sql.Tx) {
 	_ = tx.Rollback()
-	if tx == g.open {
-		g.open = nil
-	}
+	g.endTx(tx)
 }
 
 // mayLinger reports whether the batch just run may be acknowledged from
@@ -105,6 +107,16 @@ func (g *GroupCommit) linger(tx *sql.Tx) {
 	}
 }
 
+// endTx forgets tx, committed or rolled back.
+func (g *GroupCommit) endTx(tx *sql.Tx) {
+	if tx == g.open {
+		g.open = nil
+	}
+	if tx == g.connTx {
+		g.connTx = nil
+	}
+}
+
 // commitTx commits tx, noting in it the last batch of the redo log it
 // holds; whatever the outcome, tx is no longer the lingering one.
 func (g *GroupCommit) commitTx(ctx context.Context, tx *sql.Tx) error {
@@ -120,9 +132,7 @@ func (g *GroupCommit) commitTx(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	err := tx.Commit()
-	if tx == g.open {
-		g.open = nil
-	}
+	g.endTx(tx)
 	if err != nil {
 		return err
 	}

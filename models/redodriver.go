@@ -128,6 +128,7 @@ func (c *redoConn) ExecContext(ctx context.Context, query string, args []driver.
 // transaction (once it succeeded: a failed statement changed nothing),
 // made to wait for the writer's commit outside any transaction.
 func (c *redoConn) exec(query string, args []driver.NamedValue, run func() (driver.Result, error)) (driver.Result, error) {
+	timesAsText(args)
 	if !c.inTx() {
 		if g := c.connector.group.Load(); g != nil {
 			g.outsideBegin()
@@ -151,6 +152,7 @@ func (c *redoConn) QueryContext(ctx context.Context, query string, args []driver
 // one that writes (UPDATE ... RETURNING) is recorded; outside any
 // transaction it reads what the writer acknowledged.
 func (c *redoConn) query(query string, args []driver.NamedValue, run func() (driver.Rows, error)) (driver.Rows, error) {
+	timesAsText(args)
 	if !c.inTx() {
 		if g := c.connector.group.Load(); g != nil {
 			g.sync()

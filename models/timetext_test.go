@@ -1,0 +1,65 @@
+package models
+
+import (
+	"database/sql/driver"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The text must be exactly what the driver writes for the same time
+// (time.Time.String), or rows written before and after would compare and
+// sort differently.
+func TestUTCTimeTextIsTheDriversText(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	cases := []time.Time{
+		time.Date(2026, 11, 25, 4, 5, 6, 0, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 100, time.UTC),
+		time.Date(1000, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2026, 6, 7, 8, 9, 10, 120000000, time.UTC),
+	}
+	for range 10000 {
+		cases = append(cases, time.Unix(r.Int64N(253402300799-(-30610224000))-30610224000, r.Int64N(1e9)).UTC())
+	}
+	for _, c := range cases {
+		got, ok := utcTimeText(c)
+		if !ok || got != c.String() {
+			t.Fatalf("utcTimeText(%v) = %q, %v; want %q", c, got, ok, c.String())
+		}
+	}
+	for _, c := range []time.Time{
+		time.Now(),        // monotonic reading
+		time.Now().Local(), // monotonic reading, local zone
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("X", 3600)),
+		time.Date(999, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		{},
+	} {
+		if s, ok := utcTimeText(c); ok {
+			t.Errorf("utcTimeText(%v) = %q, want it left to the driver", c, s)
+		}
+	}
+	args := []driver.NamedValue{{Value: cases[1]}, {Value: time.Now()}, {Value: int64(3)}}
+	timesAsText(args)
+	if args[0].Value != cases[1].String() {
+		t.Errorf("a UTC time became %v", args[0].Value)
+	}
+	if _, ok := args[1].Value.(time.Time); !ok {
+		t.Errorf("a time with a monotonic reading became %v", args[1].Value)
+	}
+}
+
+func BenchmarkUTCTimeText(b *testing.B) {
+	now := time.Now().UTC()
+	b.Run("driver", func(b *testing.B) {
+		for b.Loop() {
+			_ = now.String()
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = utcTimeText(now)
+		}
+	})
+}
