@@ -75,15 +75,15 @@ type GroupCommit struct {
 	// them (see redoLog): open is the lingering transaction, begun at
 	// openSince. acked is closed when the batches acknowledged and not yet
 	// committed are (nil: none are waiting); sync waits for it.
-	redo        *redoLog
-	conn        *sql.Conn
-	lingerFor   time.Duration
-	open        *sql.Tx
-	openSince   time.Time
+	redo      *redoLog
+	conn      *sql.Conn
+	lingerFor time.Duration
+	open      *sql.Tx
+	openSince time.Time
 	// connTx is the transaction in progress on conn; raw holds the
 	// statements run in it without database/sql (see execRaw).
-	connTx *sql.Tx
-	raw    rawStatements
+	connTx      *sql.Tx
+	raw         rawStatements
 	acked       atomic.Pointer[chan struct{}]
 	lingerTimer *time.Timer
 	lingerArmed time.Time // openSince of the batches lingerTimer is armed for

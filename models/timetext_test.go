@@ -29,7 +29,7 @@ func TestUTCTimeTextIsTheDriversText(t *testing.T) {
 		}
 	}
 	for _, c := range []time.Time{
-		time.Now(),        // monotonic reading
+		time.Now(),         // monotonic reading
 		time.Now().Local(), // monotonic reading, local zone
 		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("X", 3600)),
 		time.Date(999, 1, 1, 0, 0, 0, 0, time.UTC),
