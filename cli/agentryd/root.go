@@ -74,6 +74,7 @@ func loadRuntime(ctx context.Context, stderr io.Writer) (*config.Loaded, *slog.L
 }
 
 func runGateway(ctx context.Context, version string, stderr io.Writer) error {
+	setGCDefault() // the process's, like GOMAXPROCS below
 	cfg, log, closer, err := loadRuntime(ctx, stderr)
 	if err != nil {
 		return err
