@@ -96,8 +96,11 @@ type admissionJournal struct {
 // deferredAdmission is one journaled admission: the pending ledger row as
 // admitted and its reservation.
 type deferredAdmission struct {
-	id        string
-	entry     LedgerEntry
+	id    string
+	entry LedgerEntry
+	// encoded is entry as JSON, encoded by the admitting request before
+	// the writer decided (see appendAdmissionLine); nil: encode it here.
+	encoded   []byte
 	keys      []string // sorted
 	amount    int64
 	expiresAt time.Time
@@ -117,6 +120,17 @@ type journalLine struct {
 	Keys      []string     `json:"keys,omitempty"`
 	Amount    int64        `json:"amt,omitempty"`
 	ExpiresAt *time.Time   `json:"exp,omitempty"`
+	// Decided are the entry's fields the writer decided, which Entry (as
+	// the request encoded it before) may not have yet.
+	Decided *decidedFields `json:"dec,omitempty"`
+}
+
+// decidedFields are the ledger entry's fields set by the admission's
+// decision (the reservation, and the output allowance when clamped).
+type decidedFields struct {
+	ReservedMicros  int64 `json:"rsv"`
+	MaxOutputTokens int64 `json:"mo"`
+	Clamped         bool  `json:"cl"`
 }
 
 // Journal limits.
@@ -209,6 +223,9 @@ func unfinished(lines []journalLine) []*deferredAdmission {
 			continue
 		}
 		d := &deferredAdmission{id: l.ID, entry: *l.Entry, keys: l.Keys, amount: l.Amount}
+		if dec := l.Decided; dec != nil {
+			d.entry.ReservedMicros, d.entry.MaxOutputTokens, d.entry.Clamped = dec.ReservedMicros, dec.MaxOutputTokens, dec.Clamped
+		}
 		if l.ExpiresAt != nil {
 			d.expiresAt = *l.ExpiresAt
 		}
@@ -406,10 +423,11 @@ func (j *admissionJournal) committed() error {
 	}
 	j.buf.Reset()
 	for _, d := range j.added {
-		exp := d.expiresAt
-		if err := j.enc.Encode(journalLine{Kind: "a", ID: d.id, Entry: &d.entry, Keys: d.keys, Amount: d.amount, ExpiresAt: &exp}); err != nil {
+		line, err := appendAdmissionLine(j.buf.AvailableBuffer(), d)
+		if err != nil {
 			return fmt.Errorf("admission journal: %w", err)
 		}
+		j.buf.Write(line)
 	}
 	for _, d := range j.doneToDo {
 		if err := j.enc.Encode(journalLine{Kind: "d", ID: d.id}); err != nil {

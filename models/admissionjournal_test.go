@@ -150,8 +150,18 @@ func TestJournalRecoversTheAdmissionsOfACrashedProcess(t *testing.T) {
 	live, l := journalTestLedger(t, filepath.Join(dir, "live.db"), false)
 	now := time.Now().UTC()
 	for _, id := range []string{"c1", "c2", "c3"} {
-		if res, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: []string{"d"}, WorstMicros: 40,
-			ExpiresAt: now.Add(time.Hour)}); err != nil || !res.Admitted {
+		p := AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: []string{"d"}, WorstMicros: 40,
+			ExpiresAt: now.Add(time.Hour)}
+		if id == "c3" {
+			// Clamped by the decision, after the request encoded its entry
+			// for the journal: the line must carry what was decided.
+			e := p.Entry
+			p.Fit = func([]CounterValue) (int64, bool) {
+				e.MaxOutputTokens, e.Clamped = 7, true
+				return 30, true
+			}
+		}
+		if res, err := l.AdmitCall(ctx, p); err != nil || !res.Admitted {
 			t.Fatalf("admit %s: %+v %v", id, res, err)
 		}
 	}
@@ -159,10 +169,10 @@ func TestJournalRecoversTheAdmissionsOfACrashedProcess(t *testing.T) {
 		Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 25, FinishedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	if cs, _ := l.BudgetCounters(ctx, []string{"d"}); cs["d"].ReservedMicros != 80 || cs["d"].SpentMicros != 25 {
+	if cs, _ := l.BudgetCounters(ctx, []string{"d"}); cs["d"].ReservedMicros != 70 || cs["d"].SpentMicros != 25 {
 		t.Fatalf("live counters (journal included) = %+v", cs["d"])
 	}
-	if rs, _ := l.SummarizeReservations(ctx, now); rs.Count != 2 || rs.ReservedMicros != 80 {
+	if rs, _ := l.SummarizeReservations(ctx, now); rs.Count != 2 || rs.ReservedMicros != 70 {
 		t.Fatalf("live reservations (journal included) = %+v", rs)
 	}
 	if n := countRows(t, live, "cost_ledger"); n != 1 {
@@ -194,14 +204,19 @@ func TestJournalRecoversTheAdmissionsOfACrashedProcess(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d: %s: %v", round, id, err)
 			}
-			if r.Outcome != OutcomePending || r.ReservedMicros != 40 || r.Executions != 1 || r.Attempts != 1 {
+			reserved, maxOut, clamped := int64(40), pendingEntry(id, now).MaxOutputTokens, false
+			if id == "c3" {
+				reserved, maxOut, clamped = 30, 7, true
+			}
+			if r.Outcome != OutcomePending || r.ReservedMicros != reserved || r.MaxOutputTokens != maxOut || r.Clamped != clamped ||
+				r.Executions != 1 || r.Attempts != 1 {
 				t.Fatalf("round %d: recovered row %+v", round, r)
 			}
 		}
 		if r, _ := rl.GetLedgerEntry(ctx, "c1"); r.Outcome != OutcomeSucceeded || r.Executions != 1 || r.CostMicros != 25 {
 			t.Fatalf("round %d: settled row %+v", round, r)
 		}
-		if c := dbCounter(t, st, "d"); c.ReservedMicros != 80 || c.SpentMicros != 25 {
+		if c := dbCounter(t, st, "d"); c.ReservedMicros != 70 || c.SpentMicros != 25 {
 			t.Fatalf("round %d: recovered counter %+v", round, c)
 		}
 		if n := countRows(t, st, "cost_reservations"); n != 2 {

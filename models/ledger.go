@@ -838,6 +838,9 @@ func rejectedOrAdmitted(res AdmitResult, err error, e *LedgerEntry, at time.Time
 func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []string) (AdmitResult, error) {
 	e := p.Entry
 	at := e.StartedAt.UTC()
+	// Encoded here, off the writer's goroutine (see appendAdmissionLine);
+	// the writer's decision goes into the line beside it.
+	encoded := encodeForJournal(e)
 	var res AdmitResult
 	err := l.Group.admitJournaled(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = AdmitResult{}
@@ -873,7 +876,7 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 		if len(keys) > 0 {
 			e.ReservedMicros = amount
 		}
-		l.Group.journal.admit(&deferredAdmission{id: p.AdmissionID, entry: *e, keys: keys, amount: amount, expiresAt: p.ExpiresAt})
+		l.Group.journal.admit(&deferredAdmission{id: p.AdmissionID, entry: *e, encoded: encoded, keys: keys, amount: amount, expiresAt: p.ExpiresAt})
 		res.Admitted, res.ReservedMicros = true, amount
 		return nil
 	})

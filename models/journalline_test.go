@@ -1,0 +1,54 @@
+package models
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// A line appended by hand reads back as the journalLine it stands for,
+// whatever the strings hold, with the decided fields over the request's
+// earlier encoding of the entry.
+func TestAdmissionLineReadsBack(t *testing.T) {
+	now := time.Date(2026, 11, 25, 4, 5, 6, 789, time.UTC)
+	e := pendingEntry("call \"1\" <é>\\\n", now)
+	encoded := encodeForJournal(e)
+	e.ReservedMicros, e.MaxOutputTokens, e.Clamped = 31, 9, true
+	for _, d := range []*deferredAdmission{
+		{id: "a-1", entry: *e, encoded: encoded, keys: []string{"d", "agent:x\u2028y"}, amount: 31, expiresAt: now.Add(time.Hour)},
+		{id: "a-\"2\"", entry: *e, keys: nil, amount: 0, expiresAt: now}, // encoded by the writer
+	} {
+		line, err := appendAdmissionLine([]byte("prefix"), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(line[:6]) != "prefix" || line[len(line)-1] != '\n' {
+			t.Fatalf("line %q", line)
+		}
+		var l journalLine
+		if err := json.Unmarshal(line[6:], &l); err != nil {
+			t.Fatalf("%q: %v", line[6:], err)
+		}
+		got := unfinished([]journalLine{l})
+		if len(got) != 1 {
+			t.Fatalf("%q read back as %d admissions", line[6:], len(got))
+		}
+		g := got[0]
+		if g.id != d.id || !reflect.DeepEqual(g.keys, d.keys) || g.amount != d.amount || !g.expiresAt.Equal(d.expiresAt) {
+			t.Errorf("read back %+v, want %+v", g, d)
+		}
+		if !reflect.DeepEqual(normalizeEntry(g.entry), normalizeEntry(d.entry)) {
+			t.Errorf("entry read back\n%+v\nwant\n%+v", g.entry, d.entry)
+		}
+	}
+}
+
+// normalizeEntry drops the monotonic clock and zone pointers, which JSON
+// does not keep.
+func normalizeEntry(e LedgerEntry) LedgerEntry {
+	b, _ := json.Marshal(e)
+	var out LedgerEntry
+	_ = json.Unmarshal(b, &out)
+	return out
+}
