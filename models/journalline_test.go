@@ -52,3 +52,31 @@ func normalizeEntry(e LedgerEntry) LedgerEntry {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
+
+// The writer's share of journaling an admission: encoding/json's encoder
+// over the whole line (before) against the line appended around the
+// entry the request encoded (now).
+func BenchmarkAdmissionLine(b *testing.B) {
+	now := time.Now().UTC()
+	e := pendingEntry("call-1", now)
+	d := &deferredAdmission{id: "a-1", entry: *e, encoded: encodeForJournal(e), keys: []string{"d", "agent:bench"}, amount: 40, expiresAt: now}
+	var buf []byte
+	b.Run("encoder", func(b *testing.B) {
+		var out bytesBuffer
+		enc := json.NewEncoder(&out)
+		for b.Loop() {
+			out.b = out.b[:0]
+			exp := d.expiresAt
+			_ = enc.Encode(journalLine{Kind: "a", ID: d.id, Entry: &d.entry, Keys: d.keys, Amount: d.amount, ExpiresAt: &exp})
+		}
+	})
+	b.Run("appended", func(b *testing.B) {
+		for b.Loop() {
+			buf, _ = appendAdmissionLine(buf[:0], d)
+		}
+	})
+}
+
+type bytesBuffer struct{ b []byte }
+
+func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
