@@ -10,7 +10,7 @@ import (
 // reflection (a ledger entry has over forty fields) was about 4 % of the
 // gateway's CPU at 64 connections, all of it on that one goroutine. So the
 // admitting request encodes its entry before it hands the admission to
-// the writer (EncodeForJournal), and the writer appends that, the few
+// the writer (encodeForJournal), and the writer appends that, the few
 // fields it decided and the rest of the line by hand. The line reads back
 // as a journalLine.
 
