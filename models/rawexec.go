@@ -30,9 +30,9 @@ type rawStatements struct {
 }
 
 // onWriterConn reports whether tx is the writer's transaction on its own
-// connection (statements in it may run raw).
+// connection (statements in it may run raw); connTx is only set on one.
 func (g *GroupCommit) onWriterConn(tx *sql.Tx) bool {
-	return tx != nil && g.conn != nil && tx == g.connTx
+	return tx != nil && tx == g.connTx
 }
 
 // execRaw runs query with args in the writer's transaction on its own
