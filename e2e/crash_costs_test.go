@@ -47,13 +47,20 @@ func TestCostsCrashLeavesNoCallUnpricedPostgresTwoGateways(t *testing.T) {
 // the PostgreSQL database dsn (two gateways; the first is killed).
 func crashCostsProof(t *testing.T, dsn string) {
 	bin := gatewaytest.Binary(t, "agentryd")
-	fake := fakellm.New()
-	if err := fake.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
+	// One provider per gateway, so the test knows which gateway holds the
+	// calls in flight: the one killed must hold some, or the crash proves
+	// nothing (with two gateways, the other one may have admitted the whole
+	// budget first on a loaded machine).
+	newFake := func() *fakellm.Server {
+		fake := fakellm.New()
+		if err := fake.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fake.Close)
+		// Every answer takes 3 s and costs exactly its $0.01 worst case.
+		fake.Script(fakellm.Rule{Model: "exact", Delay: fakellm.Duration(3 * time.Second), Usage: &fakellm.Usage{InputTokens: 10, OutputTokens: 100}})
+		return fake
 	}
-	t.Cleanup(fake.Close)
-	// Every answer takes 3 s and costs exactly its $0.01 worst case.
-	fake.Script(fakellm.Rule{Model: "exact", Delay: fakellm.Duration(3 * time.Second), Usage: &fakellm.Usage{InputTokens: 10, OutputTokens: 100}})
 
 	storage := ""
 	if dsn != "" {
@@ -62,7 +69,7 @@ func crashCostsProof(t *testing.T, dsn string) {
 	const key = "crash-costs-key-0123456789"
 	// gateway returns the environment and base URL of a new gateway, with its
 	// own workspace (and embedded Temporal).
-	gateway := func() (map[string]string, string) {
+	gateway := func(fake *fakellm.Server) (map[string]string, string) {
 		ws := t.TempDir()
 		os.MkdirAll(filepath.Join(ws, "agents"), 0o755)
 		os.WriteFile(filepath.Join(ws, "agents", "exact.yaml"), []byte(exactAgent), 0o644)
@@ -90,14 +97,32 @@ costs:
 			"AGENTRY_TEMPORAL_EMBEDDED_UI_ENABLED":    "false",
 		}, fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	}
-	env, base := gateway()
-	first := gatewaytest.StartProcess(t, bin, env)
-	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, first)
-	bases := []string{base}
+	gateways := 1
 	if dsn != "" {
-		otherEnv, other := gateway()
-		gatewaytest.WaitHTTP(t, other+"/health", 90*time.Second, gatewaytest.StartProcess(t, bin, otherEnv))
-		bases = append(bases, other)
+		gateways = 2
+	}
+	var (
+		fakes []*fakellm.Server
+		envs  []map[string]string
+		bases []string
+		procs []*gatewaytest.Process
+	)
+	for range gateways {
+		fake := newFake()
+		env, base := gateway(fake)
+		proc := gatewaytest.StartProcess(t, bin, env)
+		gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, proc)
+		fakes, envs, bases, procs = append(fakes, fake), append(envs, env), append(bases, base), append(procs, proc)
+	}
+	callCount := func() (total, most, busiest int) {
+		for i, f := range fakes {
+			n := f.CallCount()
+			total += n
+			if n > most {
+				most, busiest = n, i
+			}
+		}
+		return total, most, busiest
 	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 384}, Timeout: 30 * time.Second}
@@ -116,20 +141,27 @@ costs:
 			}
 		}()
 	}
-	// Kill while the admitted calls wait for their answers.
+	// Kill while the admitted calls wait for their answers: the gateway
+	// with the most calls at its provider.
 	deadline := time.Now().Add(60 * time.Second)
-	for fake.CallCount() < 40 {
+	for {
+		total, _, _ := callCount()
+		if total >= 40 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d provider calls\n%s", fake.CallCount(), first.Output)
+			t.Fatalf("only %d provider calls\n%s", total, procs[0].Output)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	first.Kill(t)
+	_, inFlight, victim := callCount()
+	procs[victim].Kill(t)
 	wg.Wait()
-	received := fake.CallCount()
-	t.Logf("killed the gateway with %d calls at the provider", received)
+	received, _, _ := callCount()
+	t.Logf("killed gateway %d of %d with %d calls at its provider; %d calls at the providers in all", victim+1, gateways, inFlight, received)
 
-	second := gatewaytest.StartProcess(t, bin, env)
+	base := bases[victim]
+	second := gatewaytest.StartProcess(t, bin, envs[victim])
 	// The console's page, not /health: on PostgreSQL the other gateway may
 	// have priced the unsettled calls already, and /health then fails its
 	// costs check (as asserted below).
