@@ -44,7 +44,8 @@ func TestCostsCrashLeavesNoCallUnpricedPostgresTwoGateways(t *testing.T) {
 }
 
 // crashCostsProof runs the proof on SQLite (dsn empty: one gateway) or on
-// the PostgreSQL database dsn (two gateways; the first is killed).
+// the PostgreSQL database dsn (two gateways; the one holding the most
+// calls at its provider is killed).
 func crashCostsProof(t *testing.T, dsn string) {
 	bin := gatewaytest.Binary(t, "agentryd")
 	// One provider per gateway, so the test knows which gateway holds the
