@@ -48,20 +48,6 @@ func TestCostsCrashLeavesNoCallUnpricedPostgresTwoGateways(t *testing.T) {
 // calls at its provider is killed).
 func crashCostsProof(t *testing.T, dsn string) {
 	bin := gatewaytest.Binary(t, "agentryd")
-	// One provider per gateway, so the test knows which gateway holds the
-	// calls in flight: the one killed must hold some, or the crash proves
-	// nothing (with two gateways, the other one may have admitted the whole
-	// budget first on a loaded machine).
-	newFake := func() *fakellm.Server {
-		fake := fakellm.New()
-		if err := fake.Start("127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(fake.Close)
-		// Every answer takes 3 s and costs exactly its $0.01 worst case.
-		fake.Script(fakellm.Rule{Model: "exact", Delay: fakellm.Duration(3 * time.Second), Usage: &fakellm.Usage{InputTokens: 10, OutputTokens: 100}})
-		return fake
-	}
 
 	storage := ""
 	if dsn != "" {
@@ -109,7 +95,17 @@ costs:
 		procs []*gatewaytest.Process
 	)
 	for range gateways {
-		fake := newFake()
+		// One provider per gateway, so the test knows which gateway holds
+		// the calls in flight: the one killed must hold some, or the crash
+		// proves nothing (with two gateways, the other one may have
+		// admitted the whole budget first on a loaded machine).
+		fake := fakellm.New()
+		if err := fake.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fake.Close)
+		// Every answer takes 3 s and costs exactly its $0.01 worst case.
+		fake.Script(fakellm.Rule{Model: "exact", Delay: fakellm.Duration(3 * time.Second), Usage: &fakellm.Usage{InputTokens: 10, OutputTokens: 100}})
 		env, base := gateway(fake)
 		proc := gatewaytest.StartProcess(t, bin, env)
 		gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, proc)
