@@ -94,13 +94,19 @@ type ChatSession struct {
 	Source    string `gorm:"size:32"`
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Key numbers sessions in creation order; messages are found by it
+	// (see sessionkey.go). It is given by the session's upsert, and the
+	// index on it is made by data migration 6.
+	Key int64 `gorm:"column:session_key;not null;default:0"`
 }
 
-// ChatMessage is one message of a session, in order (Seq).
+// ChatMessage is one message of a session, in order (Seq). The index on
+// (session_key, seq) is made by data migration 6.
 type ChatMessage struct {
 	ID         int64  `gorm:"primaryKey"`
-	SessionID  string `gorm:"size:191;index:idx_chat_messages_session_seq,priority:1"`
-	Seq        int64  `gorm:"index:idx_chat_messages_session_seq,priority:2"`
+	SessionID  string `gorm:"size:191"`
+	SessionKey int64  `gorm:"not null;default:0"`
+	Seq        int64
 	RunID      string `gorm:"size:64"`
 	Role       string `gorm:"size:16"`
 	Content    string
@@ -199,7 +205,7 @@ func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int)
 
 func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
 	var msgs []ChatMessage
-	err := s.DB.WithContext(ctx).Where("session_id = ?", sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
+	err := s.DB.WithContext(ctx).Where("session_key = "+sessionKeyOf, sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
 	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
 	}
@@ -209,7 +215,8 @@ func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int)
 // primeHistory tells the history cache which sessions have messages.
 func (s *Store) primeHistory(ctx context.Context) error {
 	var ids []string
-	if err := s.DB.WithContext(ctx).Model(&ChatMessage{}).Distinct("session_id").Pluck("session_id", &ids).Error; err != nil {
+	if err := s.DB.WithContext(ctx).Raw(`SELECT s.id FROM chat_sessions s
+WHERE EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_key = s.session_key)`).Scan(&ids).Error; err != nil {
 		return fmt.Errorf("open database: list sessions: %w", err)
 	}
 	s.history.prime(ids)
@@ -239,10 +246,7 @@ func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentR
 	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := time.Now().UTC()
 		sess.CreatedAt, sess.UpdatedAt = now, now
-		if err := tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "id"}},
-			DoUpdates: clause.Assignments(map[string]any{"updated_at": now, "username": sess.Username}),
-		}).Create(sess).Error; err != nil {
+		if err := tx.Exec(upsertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, s.newSessionKey()).Error; err != nil {
 			return fmt.Errorf("store session: %w", err)
 		}
 		if run != nil {
@@ -251,25 +255,34 @@ func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentR
 				return fmt.Errorf("record run: %w", err)
 			}
 		}
-		return appendMessages(tx, sess.ID, msgs)
+		return appendMessages(tx, sess, msgs)
 	})
 }
 
 // The exchange's statements in plain SQL, for the group commit's
 // transaction (GORM's reflection would cost more than the statements).
 const (
-	upsertSessionSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, username = excluded.username`
 	insertRunSQL = `INSERT INTO agent_runs (run_id, response_id, agent_id, session_id, subject, source, provider, model, status, error,
 turns, input_tokens, output_tokens, metadata, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	lastSeqSQL       = `SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_id = ?`
-	insertMessageSQL = `INSERT INTO chat_messages (session_id, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertMessageSQL = `INSERT INTO chat_messages (session_id, session_key, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
 	now := time.Now().UTC()
 	sess.CreatedAt, sess.UpdatedAt = now, now
-	if err := s.Group.Exec(ctx, tx, upsertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now); err != nil {
+	// A session the history cache knows to have no message (most chat
+	// requests start a session) takes a new key and its messages start at
+	// 1, without a read. The writer is the only writer of chat_messages on
+	// SQLite and marks the session before its batch commits, so a later
+	// exchange of it, of this batch or the next, reads its key and last
+	// number.
+	fresh := len(msgs) > 0 && s.history != nil && !s.history.markKnown(sess.ID)
+	upsert := upsertSessionSQL
+	if fresh {
+		upsert = upsertFreshSessionSQL
+	}
+	sess.Key = s.newSessionKey() // kept by upsertSessionSQL for a session that exists
+	if err := s.Group.Exec(ctx, tx, upsert, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
 		return fmt.Errorf("store session: %w", err)
 	}
 	if run != nil {
@@ -285,31 +298,26 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 	if len(msgs) == 0 {
 		return nil
 	}
-	// A session the history cache knows to have no message starts at 1
-	// without a read (most chat requests start a session). The writer is
-	// the only writer of chat_messages on SQLite and marks the session
-	// before its batch commits, so a later exchange of it, of this batch or
-	// the next, reads its last number.
 	var last int64
-	if s.history == nil || s.history.markKnown(sess.ID) {
-		q, err := s.Group.Stmt(ctx, tx, lastSeqSQL)
+	if !fresh {
+		q, err := s.Group.Stmt(ctx, tx, sessionKeyAndLastSeqSQL)
 		if err != nil {
 			return err
 		}
-		if err := q.QueryRowContext(ctx, sess.ID).Scan(&last); err != nil {
+		if err := q.QueryRowContext(ctx, sess.ID).Scan(&sess.Key, &last); err != nil {
 			return fmt.Errorf("number messages: %w", err)
 		}
 	}
 	// The messages go in multi-row INSERTs (one statement runs, binds and
 	// updates the index once per row instead of once per statement).
-	args := make([]any, 0, min(len(msgs), maxMessagesPerInsert)*9)
+	args := make([]any, 0, min(len(msgs), maxMessagesPerInsert)*10)
 	for start := 0; start < len(msgs); start += maxMessagesPerInsert {
 		part := msgs[start:min(start+maxMessagesPerInsert, len(msgs))]
 		args = args[:0]
 		for i := range part {
 			m := &part[i]
-			m.SessionID, m.Seq, m.CreatedAt = sess.ID, last+int64(start+i)+1, now
-			args = append(args, m.SessionID, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, now)
+			m.SessionID, m.SessionKey, m.Seq, m.CreatedAt = sess.ID, sess.Key, last+int64(start+i)+1, now
+			args = append(args, m.SessionID, m.SessionKey, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, now)
 		}
 		if err := s.Group.Exec(ctx, tx, insertMessagesSQL(len(part)), args...); err != nil {
 			return fmt.Errorf("store message: %w", err)
@@ -324,7 +332,7 @@ const maxMessagesPerInsert = 8
 
 var messageInserts = func() (q [maxMessagesPerInsert + 1]string) {
 	for n := 1; n <= maxMessagesPerInsert; n++ {
-		q[n] = insertMessageSQL + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?)", n-1)
+		q[n] = insertMessageSQL + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", n-1)
 	}
 	return q
 }()
@@ -333,18 +341,18 @@ var messageInserts = func() (q [maxMessagesPerInsert + 1]string) {
 func insertMessagesSQL(n int) string { return messageInserts[n] }
 
 // appendMessages numbers msgs after the session's last message and inserts
-// them, inside the caller's transaction.
-func appendMessages(tx *gorm.DB, sessionID string, msgs []ChatMessage) error {
+// them, inside the caller's transaction (sess holds its key).
+func appendMessages(tx *gorm.DB, sess *ChatSession, msgs []ChatMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	var last int64
-	if err := tx.Model(&ChatMessage{}).Where("session_id = ?", sessionID).Select("COALESCE(MAX(seq), 0)").Scan(&last).Error; err != nil {
+	if err := tx.Raw(sessionKeyAndLastSeqSQL, sess.ID).Row().Scan(&sess.Key, &last); err != nil {
 		return err
 	}
 	now := time.Now().UTC()
 	for i := range msgs {
-		msgs[i].SessionID = sessionID
+		msgs[i].SessionID, msgs[i].SessionKey = sess.ID, sess.Key
 		msgs[i].Seq = last + int64(i) + 1
 		msgs[i].CreatedAt = now
 	}

@@ -45,7 +45,10 @@ func TestMigrationsDropTheUnusedAgentRunIndexes(t *testing.T) {
 // SQLite's chat_messages loses AUTOINCREMENT (one sqlite_sequence page less
 // per commit); an existing table is rebuilt with its rows, ids and index,
 // its name quoted as GORM creates it or as SQLite rewrites it after GORM
-// rebuilt the table (renamed from a temporary one).
+// rebuilt the table (renamed from a temporary one). Data migration 6 then
+// gives the sessions their keys and the messages their session's, and
+// swaps the index: the history stays readable, a message without a session
+// row included.
 func TestMessagesTableWithoutAutoincrementKeepsItsRows(t *testing.T) {
 	for _, quoted := range []string{"`chat_messages`", `"chat_messages"`} {
 		t.Run(quoted, func(t *testing.T) { testMessagesTableRebuilt(t, quoted) })
@@ -63,14 +66,16 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 	if err := old.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: "one"}, {Role: "assistant", Content: "two"}}); err != nil {
 		t.Fatal(err)
 	}
-	// The table as GORM creates it, before data migration 5.
+	// The tables as GORM created them, before data migrations 5 and 6.
 	for _, stmt := range []string{
-		"CREATE TABLE legacy AS SELECT * FROM chat_messages",
+		"CREATE TABLE legacy AS SELECT id, session_id, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at FROM chat_messages",
 		"DROP TABLE chat_messages",
 		"CREATE TABLE " + quotedName + " (`id` integer PRIMARY KEY AUTOINCREMENT,`session_id` text,`seq` integer,`run_id` text,`role` text,`content` text,`tool_calls` text,`tool_call_id` text,`name` text,`created_at` datetime)",
 		"CREATE INDEX `idx_chat_messages_session_seq` ON `chat_messages`(`session_id`,`seq`)",
 		"INSERT INTO chat_messages SELECT * FROM legacy",
+		"INSERT INTO chat_messages (session_id, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at) VALUES ('orphan', 1, 'r', 'user', 'alone', '', '', '', '2026-01-01 00:00:00')",
 		"DROP TABLE legacy",
+		"UPDATE chat_sessions SET session_key = 0",
 		"DELETE FROM schema_migrations WHERE version >= 5",
 	} {
 		if err := old.DB.Exec(stmt).Error; err != nil {
@@ -98,8 +103,21 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		if strings.Contains(ddl, "AUTOINCREMENT") {
 			t.Fatalf("chat_messages still has AUTOINCREMENT: %s", ddl)
 		}
-		if !s.DB.Migrator().HasIndex(&ChatMessage{}, "idx_chat_messages_session_seq") {
-			t.Fatal("the session/seq index was lost")
+		if s.DB.Migrator().HasIndex(&ChatMessage{}, "idx_chat_messages_session_seq") || !s.DB.Migrator().HasIndex(&ChatMessage{}, "idx_chat_messages_session_key_seq") {
+			t.Fatal("want the messages indexed by (session_key, seq) and no longer by (session_id, seq)")
+		}
+		var keys []int64
+		if err := s.DB.Raw("SELECT session_key FROM chat_sessions ORDER BY id").Scan(&keys).Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 2 || keys[0] <= 0 || keys[1] <= 0 || keys[0] == keys[1] {
+			t.Fatalf("session keys %v, want two distinct positive keys (kept and the orphan's new row)", keys)
+		}
+		for id, want := range map[string]int{"kept": 2, "orphan": 1} {
+			msgs, err := s.recentMessages(ctx, id, 50)
+			if err != nil || len(msgs) != want {
+				t.Fatalf("history of %s after the migration: %d messages (%v), want %d", id, len(msgs), err, want)
+			}
 		}
 		var after []ChatMessage
 		if err := s.DB.Order("seq").Find(&after, "session_id = ?", "kept").Error; err != nil {

@@ -306,7 +306,7 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 					b.Fatal("settlement not held")
 				}
 				if err := l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-					return l.Group.Exec(ctx, tx, upsertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt)
+					return l.Group.Exec(ctx, tx, upsertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt, 0)
 				}); err != nil {
 					b.Fatal(err)
 				}

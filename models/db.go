@@ -102,6 +102,9 @@ type Store struct {
 	// Group is SQLite's single writer of the chat path (group commit; see
 	// GroupCommit); nil on PostgreSQL.
 	Group *GroupCommit
+	// sessionKeys is the last session key given on SQLite (see
+	// newSessionKey).
+	sessionKeys atomic.Int64
 	// scrub is Options.Scrub, for the writes that bypass GORM's hooks.
 	scrub func(string) string
 	// checkpoints copies SQLite's WAL into the database file (SQLite only;
@@ -218,6 +221,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
 		if err := s.primeHistory(ctx); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		if err := s.loadSessionKeys(ctx); err != nil {
 			_ = s.Close()
 			return nil, err
 		}

@@ -39,7 +39,7 @@ func TestGroupCommitIsolatesAFailedJob(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs[i] = s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-				if err := s.Group.Exec(ctx, tx, upsertSessionSQL, fmt.Sprintf("s%d", i), "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01"); err != nil {
+				if err := s.Group.Exec(ctx, tx, upsertSessionSQL, fmt.Sprintf("s%d", i), "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", 0); err != nil {
 					return err
 				}
 				if i%7 == 0 {
@@ -101,7 +101,7 @@ func TestGroupCommitShedsWhenTheQueueIsFull(t *testing.T) {
 	settled := make(chan error, 1)
 	go func() {
 		settled <- g.Do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
-			return g.Exec(ctx, tx, upsertSessionSQL, "settled", "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01")
+			return g.Exec(ctx, tx, upsertSessionSQL, "settled", "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", 0)
 		})
 	}()
 	close(block)
@@ -268,14 +268,14 @@ func TestGroupCommitFirstUseOfAStatementUnderLoad(t *testing.T) {
 	var started sync.WaitGroup
 	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// Take the write lock.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at) VALUES ('w', 'a', 's', 'u', 'u', 'chat', '2026-01-01', '2026-01-01')`); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key) VALUES ('w', 'a', 's', 'u', 'u', 'chat', '2026-01-01', '2026-01-01', 1)`); err != nil {
 			return err
 		}
 		for i := range waiting {
 			started.Add(1)
 			go func() {
 				started.Done()
-				errs <- s.DB.Exec(`INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at) VALUES (?, 'a', 's', 'u', 'u', 'chat', '2026-01-01', '2026-01-01')`, fmt.Sprintf("p%d", i)).Error
+				errs <- s.DB.Exec(`INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key) VALUES (?, 'a', 's', 'u', 'u', 'chat', '2026-01-01', '2026-01-01', ?)`, fmt.Sprintf("p%d", i), i+2).Error
 			}()
 		}
 		started.Wait()
@@ -324,7 +324,7 @@ func TestGroupCommitSurvivesAPanickingJob(t *testing.T) {
 	ctx := context.Background()
 	write := func(id string) func(ctx context.Context, tx *sql.Tx) error {
 		return func(ctx context.Context, tx *sql.Tx) error {
-			return s.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01")
+			return s.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", 0)
 		}
 	}
 	var wg sync.WaitGroup

@@ -89,7 +89,7 @@ func seed(ctx context.Context, path string, ledger, sessions int) error {
 	if sessions > 0 {
 		fin := proto.Add(time.Second)
 		if err := db.Create(&models.ChatSession{ID: "seed-proto", AgentID: "bench", Subject: "seed", UserID: "seed-proto",
-			Username: "seed", Source: "chat", CreatedAt: proto, UpdatedAt: fin}).Error; err != nil {
+			Username: "seed", Source: "chat", CreatedAt: proto, UpdatedAt: fin, Key: -1}).Error; err != nil {
 			return fmt.Errorf("session prototype: %w", err)
 		}
 		if err := db.Create(&models.AgentRun{RunID: "seed-proto", ResponseID: "resp-seed-proto", AgentID: "bench", SessionID: "seed-proto",
@@ -98,8 +98,8 @@ func seed(ctx context.Context, path string, ledger, sessions int) error {
 			return fmt.Errorf("action log prototype: %w", err)
 		}
 		if err := db.Create(&[]models.ChatMessage{
-			{SessionID: "seed-proto", Seq: 1, RunID: "seed-proto", Role: "user", Content: "Hello, how are you today?", CreatedAt: proto},
-			{SessionID: "seed-proto", Seq: 2, RunID: "seed-proto", Role: "assistant", Content: "Fine, thanks.", CreatedAt: fin},
+			{SessionID: "seed-proto", SessionKey: -1, Seq: 1, RunID: "seed-proto", Role: "user", Content: "Hello, how are you today?", CreatedAt: proto},
+			{SessionID: "seed-proto", SessionKey: -1, Seq: 2, RunID: "seed-proto", Role: "assistant", Content: "Fine, thanks.", CreatedAt: fin},
 		}).Error; err != nil {
 			return fmt.Errorf("message prototypes: %w", err)
 		}
@@ -110,14 +110,14 @@ func seed(ctx context.Context, path string, ledger, sessions int) error {
 			subs         map[string]string
 		}{
 			{"chat_sessions", "id = 'seed-proto'", map[string]string{
-				"id": `'seed-session-' || i`, "user_id": `'seed-' || i`, "created_at": later, "updated_at": laterPlus}},
+				"id": `'seed-session-' || i`, "session_key": "i + 1", "user_id": `'seed-' || i`, "created_at": later, "updated_at": laterPlus}},
 			{"agent_runs", "run_id = 'seed-proto'", map[string]string{
 				"run_id": `'seed-run-' || i`, "response_id": `'resp-seed-run-' || i`, "session_id": `'seed-session-' || i`,
 				"started_at": later, "finished_at": laterPlus}},
 			{"chat_messages", "session_id = 'seed-proto' AND seq = 1", map[string]string{
-				"id": "NULL", "session_id": `'seed-session-' || i`, "run_id": `'seed-run-' || i`, "created_at": later}},
+				"id": "NULL", "session_id": `'seed-session-' || i`, "session_key": "i + 1", "run_id": `'seed-run-' || i`, "created_at": later}},
 			{"chat_messages", "session_id = 'seed-proto' AND seq = 2", map[string]string{
-				"id": "NULL", "session_id": `'seed-session-' || i`, "run_id": `'seed-run-' || i`, "created_at": laterPlus}},
+				"id": "NULL", "session_id": `'seed-session-' || i`, "session_key": "i + 1", "run_id": `'seed-run-' || i`, "created_at": laterPlus}},
 		}
 		for _, s := range steps {
 			if err := copyRows(db, now, s.table, s.where, sessions, s.subs); err != nil {

@@ -1,0 +1,104 @@
+package models
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Messages hang off their session's key, a number given to each session in
+// creation order, not off its id.
+//
+// A session id is random as far as an index is concerned: the server
+// issues a hash of the caller, agent and user (chat.SessionIDFor), and
+// webhook threads and callers name theirs. An index on (session_id, seq)
+// therefore took every new session's first messages into a random leaf
+// page, and each such page is one more page a commit writes, the
+// checkpoint copies back and the page cache holds. On the chat path, where
+// most requests start a session, that one index cost about a fifth of the
+// gateway's throughput at 64 connections, and more as the data grew
+// (docs/benchmarks.md). With (session_key, seq) a new session's messages
+// go to the end of the index, as the action log's and the ledger's
+// time-ordered ids already do. Only chat_sessions' primary key stays
+// random: it is how a stable session id finds its session.
+//
+// A session gets its key when it is created and keeps it: on SQLite from a
+// counter the store holds (the group commit is the only writer), on
+// PostgreSQL from the chat_session_keys sequence (several gateways share
+// the table).
+func init() {
+	registerDataMigration(dataMigration{Version: 6, Name: "chat_messages: found by their session's sequential key, not its random id",
+		Up: keyMessagesBySession})
+}
+
+// keyMessagesBySession gives every session its key and every message its
+// session's, then swaps the messages' index. A message whose session has
+// no row (none is written that way, but rows may have been deleted by
+// hand) gets a session row without agent or subject, so that its history
+// stays readable by session id.
+func keyMessagesBySession(_ context.Context, tx *gorm.DB, driver string) error {
+	nextKey := "rowid" // unique, and in creation order
+	steps := []string{}
+	if driver == DriverPostgres {
+		nextKey = "nextval('chat_session_keys')"
+		steps = append(steps, "CREATE SEQUENCE IF NOT EXISTS chat_session_keys")
+	}
+	steps = append(steps,
+		`INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
+SELECT m.session_id, '', '', '', '', '', MIN(m.created_at), MAX(m.created_at), 0 FROM chat_messages m
+WHERE NOT EXISTS (SELECT 1 FROM chat_sessions s WHERE s.id = m.session_id) GROUP BY m.session_id`,
+		"UPDATE chat_sessions SET session_key = "+nextKey+" WHERE session_key = 0",
+		`UPDATE chat_messages SET session_key = (SELECT s.session_key FROM chat_sessions s WHERE s.id = chat_messages.session_id)
+WHERE session_key = 0`,
+		"DROP INDEX IF EXISTS idx_chat_messages_session_seq",
+		"CREATE INDEX IF NOT EXISTS idx_chat_messages_session_key_seq ON chat_messages (session_key, seq)",
+	)
+	for i, q := range steps {
+		if err := tx.Exec(q).Error; err != nil {
+			return fmt.Errorf("key messages by session, step %d of %d: %w", i+1, len(steps), err)
+		}
+	}
+	return nil
+}
+
+// The session's upserts, with the key a new session gets as an argument:
+// not a subquery or RETURNING, which make SQLite journal every page the
+// statement changes (RETURNING runs as a trigger), and the redo log then
+// replays the very key the writer gave. upsertSessionSQL keeps the key of
+// a session that exists; upsertFreshSessionSQL, for a session known to
+// have no messages, gives it the new one (no message has the old one), so
+// the writer need not read the key first.
+const (
+	upsertSessionSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, username = excluded.username`
+	upsertFreshSessionSQL    = upsertSessionSQL + `, session_key = excluded.session_key`
+	upsertSessionPostgresSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nextval('chat_session_keys'))
+ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, username = excluded.username`
+	// sessionKeyAndLastSeqSQL reads a session's key and the number of its
+	// last message.
+	sessionKeyAndLastSeqSQL = `SELECT s.session_key, COALESCE((SELECT MAX(m.seq) FROM chat_messages m WHERE m.session_key = s.session_key), 0)
+FROM chat_sessions s WHERE s.id = ?`
+)
+
+// sessionKeyOf is the key of the session with id sessionID, as a scalar
+// subquery for the statements that read a session's messages.
+const sessionKeyOf = `(SELECT session_key FROM chat_sessions WHERE id = ?)`
+
+// loadSessionKeys makes newSessionKey continue after the largest key
+// stored (once, when a SQLite store opens: its writer is the only writer
+// of chat_sessions, so no other process takes keys meanwhile).
+func (s *Store) loadSessionKeys(ctx context.Context) error {
+	var last int64
+	if err := s.DB.WithContext(ctx).Raw("SELECT COALESCE(MAX(session_key), 0) FROM chat_sessions").Scan(&last).Error; err != nil {
+		return fmt.Errorf("open database: number sessions: %w", err)
+	}
+	s.sessionKeys.Store(last)
+	return nil
+}
+
+// newSessionKey returns a key no session has (SQLite). A key given to a
+// session whose batch rolls back is not given again: keys have gaps.
+func (s *Store) newSessionKey() int64 { return s.sessionKeys.Add(1) }

@@ -1,0 +1,76 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// TestSessionKeys: on both databases a new session gets a key of its own,
+// an existing one keeps it across exchanges (its messages continue their
+// numbering), and a session stored without messages (a failed run) gets
+// its messages found later; on SQLite the keys continue after a restart
+// above every stored one.
+func TestSessionKeys(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			opts := b.opts(t)
+			ctx := context.Background()
+			s := mustOpen(t, opts)
+			exchange := func(s *Store, session string, texts ...string) *ChatSession {
+				t.Helper()
+				sess := &ChatSession{ID: session, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"}
+				var msgs []ChatMessage
+				for _, text := range texts {
+					msgs = append(msgs, ChatMessage{Role: "user", Content: text})
+				}
+				if err := s.SaveExchange(ctx, sess, nil, msgs); err != nil {
+					t.Fatal(err)
+				}
+				return sess
+			}
+			history := func(s *Store, session string) string {
+				t.Helper()
+				msgs, err := s.recentMessages(ctx, session, 50) // the database, not the cache
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := ""
+				for _, m := range msgs {
+					out += fmt.Sprintf("%d:%s ", m.Seq, m.Content)
+				}
+				return out
+			}
+			a1 := exchange(s, "a", "a1", "a2")
+			b1 := exchange(s, "b", "b1")
+			a2 := exchange(s, "a", "a3")
+			if a1.Key <= 0 || b1.Key <= 0 || a1.Key == b1.Key || a2.Key != a1.Key {
+				t.Fatalf("keys: a %d then %d, b %d; want a's kept and b's its own", a1.Key, a2.Key, b1.Key)
+			}
+			exchange(s, "failed") // a run that failed: the session, no messages
+			exchange(s, "failed", "f1")
+			for session, want := range map[string]string{"a": "1:a1 2:a2 3:a3 ", "b": "1:b1 ", "failed": "1:f1 "} {
+				if got := history(s, session); got != want {
+					t.Errorf("history of %s: %q, want %q", session, got, want)
+				}
+			}
+			if b.name != DriverSQLite {
+				return
+			}
+			s.Close()
+			s = mustOpen(t, opts)
+			c := exchange(s, "c", "c1")
+			var most int64
+			if err := s.DB.Raw("SELECT MAX(session_key) FROM chat_sessions WHERE id <> 'c'").Scan(&most).Error; err != nil {
+				t.Fatal(err)
+			}
+			if c.Key <= most {
+				t.Fatalf("a session created after a restart got key %d, not above the stored %d", c.Key, most)
+			}
+			exchange(s, "a", "a4")
+			if got := history(s, "a"); got != "1:a1 2:a2 3:a3 4:a4 " {
+				t.Errorf("history of a after a restart: %q", got)
+			}
+		})
+	}
+}
