@@ -189,6 +189,23 @@ func TestLingeringBatchesSurviveACrash(t *testing.T) {
 			t.Fatalf("round %d: redo log after a clean close: %v %v", round, fi, err)
 		}
 	}
+	// The sessions' keys were in the redo log only: a session created after
+	// the restart gets a key above every one the replay stored.
+	st, _ := journalTestLedger(t, crashed, false)
+	after := &ChatSession{ID: "after", AgentID: "a", Subject: "alice", Source: "chat"}
+	if err := st.SaveExchange(ctx, after, nil, []ChatMessage{{Role: "user", Content: "after the crash"}}); err != nil {
+		t.Fatal(err)
+	}
+	var most int64
+	if err := st.DB.Raw("SELECT MAX(session_key) FROM chat_sessions WHERE id <> 'after'").Scan(&most).Error; err != nil {
+		t.Fatal(err)
+	}
+	if most < 5 || after.Key <= most {
+		t.Fatalf("a session created after the crash got key %d; the replayed sessions' largest is %d", after.Key, most)
+	}
+	if msgs, err := st.recentMessages(ctx, "after", 10); err != nil || len(msgs) != 1 || msgs[0].Seq != 1 {
+		t.Fatalf("history of the new session: %+v %v", msgs, err)
+	}
 }
 
 // A read on another connection sees what the writer acknowledged, and a
