@@ -95,8 +95,7 @@ type ChatSession struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Key numbers sessions in creation order; messages are found by it
-	// (see sessionkey.go). It is given by the session's upsert, and the
-	// index on it is made by data migration 6.
+	// (see sessionkey.go). The session's upsert gives it.
 	Key int64 `gorm:"column:session_key;not null;default:0"`
 }
 
