@@ -269,7 +269,7 @@ func (f *MemoryFeature) list(c *fiber.Ctx) error {
 	}
 	q := f.Store.DB.WithContext(c.UserContext()).Table("chat_sessions AS s").
 		Select("s.id AS session_id, s.agent_id, s.user_id, s.username, s.source, s.updated_at, " +
-			"(SELECT COUNT(*) FROM chat_messages m WHERE m.session_key = s.session_key) AS messages").
+			"(SELECT COUNT(*) FROM chat_messages m WHERE " + f.Store.SessionMessagesJoin() + ") AS messages").
 		Order("s.updated_at DESC, s.id").Limit(limit)
 	if id := c.Query("agent_id"); id != "" {
 		q = q.Where("s.agent_id = ?", id)

@@ -95,12 +95,14 @@ type ChatSession struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Key numbers sessions in creation order; messages are found by it
-	// (see sessionkey.go). The session's upsert gives it.
+	// (see sessionkey.go). The session's upsert gives it on SQLite; it is
+	// 0 on PostgreSQL.
 	Key int64 `gorm:"column:session_key;not null;default:0"`
 }
 
-// ChatMessage is one message of a session, in order (Seq). The index on
-// (session_key, seq) is made by data migration 6.
+// ChatMessage is one message of a session, in order (Seq). Data migration
+// 6 indexes (session_key, seq) on SQLite and (session_id, seq) on
+// PostgreSQL (see sessionkey.go).
 type ChatMessage struct {
 	ID         int64  `gorm:"primaryKey"`
 	SessionID  string `gorm:"size:191"`
@@ -204,7 +206,7 @@ func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int)
 
 func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
 	var msgs []ChatMessage
-	err := s.DB.WithContext(ctx).Where("session_key = "+sessionKeyOf, sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
+	err := s.DB.WithContext(ctx).Where(s.messagesOfSession(), sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
 	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
 	}

@@ -21,16 +21,18 @@ import (
 
 // exchangeMessagesPostgresSQL numbers the messages after the session's
 // last one in the statement itself (no read first), from arrays so that
-// one statement serves any number of messages. The session's key comes
-// from its row, which the upsert before it in the batch wrote.
-const exchangeMessagesPostgresSQL = `INSERT INTO chat_messages (session_id, session_key, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at)
-SELECT $1::text, k.session_key, (SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_key = k.session_key) + m.ord,
-  m.run_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, $2::timestamptz
-FROM (SELECT session_key FROM chat_sessions WHERE id = $1::text) AS k,
-  unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS m(run_id, role, content, tool_calls, tool_call_id, name, ord)
-RETURNING seq, session_key`
+// one statement serves any number of messages. On PostgreSQL messages are
+// found by session id, not by the session's key (see sessionkey.go).
+const exchangeMessagesPostgresSQL = `INSERT INTO chat_messages (session_id, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at)
+SELECT $1::text, (SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_id = $1::text) + m.ord, m.run_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, $2::timestamptz
+FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS m(run_id, role, content, tool_calls, tool_call_id, name, ord)
+RETURNING seq`
 
-var insertRunPostgresSQL = pgPlaceholders(insertRunSQL)
+var (
+	upsertSessionPostgresSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, username = excluded.username`
+	insertRunPostgresSQL = pgPlaceholders(insertRunSQL)
+)
 
 // batchItem is one statement of a batch and how its result is read.
 type batchItem struct {
@@ -66,7 +68,6 @@ func (s *Store) saveExchangePostgres(ctx context.Context, sess *ChatSession, run
 			run.Provider, run.Model, run.Status, errText, run.Turns, run.InputTokens, run.OutputTokens, run.Metadata, run.StartedAt, run.FinishedAt))
 	}
 	var seqs []int64
-	var key int64
 	if len(msgs) > 0 {
 		cols := make([][]string, 6)
 		for i := range cols {
@@ -83,11 +84,7 @@ func (s *Store) saveExchangePostgres(ctx context.Context, sess *ChatSession, run
 				if err != nil {
 					return err
 				}
-				var seq int64
-				_, err = pgx.ForEachRow(rows, []any{&seq, &key}, func() error {
-					seqs = append(seqs, seq)
-					return nil
-				})
+				seqs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 				return err
 			},
 		})
@@ -99,11 +96,8 @@ func (s *Store) saveExchangePostgres(ctx context.Context, sess *ChatSession, run
 		return fmt.Errorf("store exchange: %d of %d messages numbered", len(seqs), len(msgs))
 	}
 	slices.Sort(seqs) // the numbers are last+1 ... last+n, in the messages' order
-	if len(msgs) > 0 {
-		sess.Key = key
-	}
 	for i := range msgs {
-		msgs[i].SessionID, msgs[i].SessionKey, msgs[i].Seq, msgs[i].CreatedAt = sess.ID, key, seqs[i], now
+		msgs[i].SessionID, msgs[i].Seq, msgs[i].CreatedAt = sess.ID, seqs[i], now
 	}
 	return nil
 }

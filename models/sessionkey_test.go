@@ -6,11 +6,12 @@ import (
 	"testing"
 )
 
-// TestSessionKeys: on both databases a new session gets a key of its own,
-// an existing one keeps it across exchanges (its messages continue their
-// numbering), and a session stored without messages (a failed run) gets
-// its messages found later; on SQLite the keys continue after a restart
-// above every stored one.
+// TestSessionKeys: on both databases a session's messages continue their
+// numbering across exchanges, and a session stored without messages (a
+// failed run) gets its messages found later. On SQLite, where messages are
+// found by the session's key, a new session gets a key of its own, an
+// existing one keeps it, and the keys continue after a restart above every
+// stored one.
 func TestSessionKeys(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestSessionKeys(t *testing.T) {
 			a1 := exchange(s, "a", "a1", "a2")
 			b1 := exchange(s, "b", "b1")
 			a2 := exchange(s, "a", "a3")
-			if a1.Key <= 0 || b1.Key <= 0 || a1.Key == b1.Key || a2.Key != a1.Key {
+			if b.name == DriverSQLite && (a1.Key <= 0 || b1.Key <= 0 || a1.Key == b1.Key || a2.Key != a1.Key) {
 				t.Fatalf("keys: a %d then %d, b %d; want a's kept and b's its own", a1.Key, a2.Key, b1.Key)
 			}
 			exchange(s, "failed") // a run that failed: the session, no messages
