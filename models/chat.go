@@ -213,14 +213,36 @@ func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int)
 	return msgs, err
 }
 
-// primeHistory tells the history cache which sessions have messages.
-func (s *Store) primeHistory(ctx context.Context) error {
+// primeSessions tells the history cache which sessions have messages and
+// makes newSessionKey continue after the largest key stored, in one pass
+// over chat_sessions (SQLite, when the store opens: its writer is the only
+// writer of chat_sessions, so no other process takes keys meanwhile).
+func (s *Store) primeSessions(ctx context.Context) error {
+	rows, err := s.DB.WithContext(ctx).Raw(`SELECT s.id, s.session_key,
+EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_key = s.session_key) FROM chat_sessions s`).Rows()
+	if err != nil {
+		return fmt.Errorf("open database: list sessions: %w", err)
+	}
+	defer rows.Close()
 	var ids []string
-	if err := s.DB.WithContext(ctx).Raw(`SELECT s.id FROM chat_sessions s
-WHERE EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_key = s.session_key)`).Scan(&ids).Error; err != nil {
+	var last int64
+	for rows.Next() {
+		var id string
+		var key int64
+		var hasMessages bool
+		if err := rows.Scan(&id, &key, &hasMessages); err != nil {
+			return fmt.Errorf("open database: list sessions: %w", err)
+		}
+		last = max(last, key)
+		if hasMessages {
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("open database: list sessions: %w", err)
 	}
 	s.history.prime(ids)
+	s.sessionKeys.Store(last)
 	return nil
 }
 
@@ -241,23 +263,7 @@ func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentR
 		}
 		return err
 	}
-	if s.Driver == DriverPostgres {
-		return s.saveExchangePostgres(ctx, sess, run, msgs)
-	}
-	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		now := time.Now().UTC()
-		sess.CreatedAt, sess.UpdatedAt = now, now
-		if err := tx.Exec(upsertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, s.newSessionKey()).Error; err != nil {
-			return fmt.Errorf("store session: %w", err)
-		}
-		if run != nil {
-			// Create, not Save: a run id is new, and Save would try an UPDATE first.
-			if err := tx.Create(run).Error; err != nil {
-				return fmt.Errorf("record run: %w", err)
-			}
-		}
-		return appendMessages(tx, sess, msgs)
-	})
+	return s.saveExchangePostgres(ctx, sess, run, msgs) // Open gives every SQLite store its writer
 }
 
 // The exchange's statements in plain SQL, for the group commit's
@@ -340,25 +346,6 @@ var messageInserts = func() (q [maxMessagesPerInsert + 1]string) {
 
 // insertMessagesSQL inserts n (1 to maxMessagesPerInsert) messages.
 func insertMessagesSQL(n int) string { return messageInserts[n] }
-
-// appendMessages numbers msgs after the session's last message and inserts
-// them, inside the caller's transaction (sess holds its key).
-func appendMessages(tx *gorm.DB, sess *ChatSession, msgs []ChatMessage) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	var last int64
-	if err := tx.Raw(sessionKeyAndLastSeqSQL, sess.ID).Row().Scan(&sess.Key, &last); err != nil {
-		return err
-	}
-	now := time.Now().UTC()
-	for i := range msgs {
-		msgs[i].SessionID, msgs[i].SessionKey = sess.ID, sess.Key
-		msgs[i].Seq = last + int64(i) + 1
-		msgs[i].CreatedAt = now
-	}
-	return tx.Create(&msgs).Error
-}
 
 // AgentRunByID returns the action-log row with run id runID (ErrNotFound
 // if none).

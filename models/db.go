@@ -220,11 +220,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
-		if err := s.primeHistory(ctx); err != nil {
-			_ = s.Close()
-			return nil, err
-		}
-		if err := s.loadSessionKeys(ctx); err != nil {
+		if err := s.primeSessions(ctx); err != nil {
 			_ = s.Close()
 			return nil, err
 		}

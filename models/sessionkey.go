@@ -24,14 +24,14 @@ import (
 // stays random: it is how a stable session id finds its session.
 //
 // A session gets its key when it is created and keeps it, from a counter
-// the store holds (the group commit is the only writer). Sessions' keys
-// have no index: nothing looks a session up by its key, and the store
-// reads the largest key only when it opens.
+// the store holds (the group commit is the only writer; primeSessions
+// starts it). Sessions' keys have no index: nothing looks a session up by
+// its key, and the store reads the largest key only when it opens.
 //
-// SQLite only. On PostgreSQL the same change served 15 % fewer requests at
-// 64 connections (one gateway and two; docs/benchmarks.md), so there
+// SQLite only. On PostgreSQL the same change served about 13 % fewer
+// requests at 64 connections (docs/benchmarks.md), so there
 // messages stay keyed by session id with the index on (session_id, seq),
-// and session_key stays 0. messagesOfSession and sessionMessagesJoin give
+// and session_key stays 0. messagesOfSession and SessionMessagesJoin give
 // each database its condition.
 func init() {
 	registerDataMigration(dataMigration{Version: 6, Name: "chat_messages: found by their session's sequential key, not its random id",
@@ -102,18 +102,6 @@ func (s *Store) SessionMessagesJoin() string {
 		return "m.session_id = s.id"
 	}
 	return "m.session_key = s.session_key"
-}
-
-// loadSessionKeys makes newSessionKey continue after the largest key
-// stored (once, when a SQLite store opens: its writer is the only writer
-// of chat_sessions, so no other process takes keys meanwhile).
-func (s *Store) loadSessionKeys(ctx context.Context) error {
-	var last int64
-	if err := s.DB.WithContext(ctx).Raw("SELECT COALESCE(MAX(session_key), 0) FROM chat_sessions").Scan(&last).Error; err != nil {
-		return fmt.Errorf("open database: number sessions: %w", err)
-	}
-	s.sessionKeys.Store(last)
-	return nil
 }
 
 // newSessionKey returns a key no session has (SQLite). A key given to a
