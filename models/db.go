@@ -113,6 +113,8 @@ type Store struct {
 	// history caches sessions' recent messages (SQLite only; see
 	// historyCache).
 	history *historyCache
+	// recentStmt reads a session's messages on SQLite (recentMessagesSQL).
+	recentStmt preparedStmt
 	// storageFullAt is when a write was last refused for lack of space
 	// (unix nanoseconds, 0: never; see NoteStorageFull).
 	storageFullAt atomic.Int64
@@ -207,6 +209,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.Group.onFull = s.NoteStorageFull
+		// Primed below, once the journal's batches are in.
+		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
+		s.Group.onCommit = s.history.committed
 		conns.group.Store(s.Group)
 		if journal != nil {
 			if err := s.Group.recoverJournal(ctx, left); err != nil {
@@ -219,7 +224,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
-		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
 		if err := s.primeSessions(ctx); err != nil {
 			_ = s.Close()
 			return nil, err

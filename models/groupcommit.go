@@ -70,6 +70,9 @@ type GroupCommit struct {
 	// onFull, when set, is called when a batch is refused for lack of
 	// space (Store.NoteStorageFull).
 	onFull func()
+	// onCommit, when set, is called after every commit, under the writing
+	// lock (historyCache.committed).
+	onCommit func()
 
 	// redo, when set, lets batches be acknowledged before SQLite commits
 	// them (see redoLog): open is the lingering transaction, begun at

@@ -43,6 +43,11 @@ type historyCache struct {
 	// known holds the hashes of the sessions with messages; nil until
 	// primed (then a session not in it has none).
 	known map[uint64]struct{}
+	// written holds the hashes of the sessions given messages by the
+	// writer's transaction not yet committed (markKnown adds, committed
+	// empties). A read of any other session's messages needs no commit
+	// first: see settled.
+	written map[uint64]struct{}
 }
 
 type historyEntry struct {
@@ -86,7 +91,7 @@ func messageBytes(msgs []ChatMessage) int {
 
 func newHistoryCache(keep, sessions, maxBytes int) *historyCache {
 	return &historyCache{keep: keep, max: sessions, maxBytes: maxBytes, seed: maphash.MakeSeed(), entries: map[string]*list.Element{}, lru: list.New(),
-		loading: map[string]*historyLoad{}}
+		loading: map[string]*historyLoad{}, written: map[uint64]struct{}{}}
 }
 
 // prime sets the sessions that have messages (all of them, read before
@@ -133,13 +138,38 @@ func (c *historyCache) get(session string, limit int) ([]ChatMessage, bool) {
 func (c *historyCache) markKnown(session string) (mayHaveHad bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	h := maphash.String(c.seed, session)
+	c.written[h] = struct{}{}
 	if c.known == nil {
 		return true
 	}
-	h := maphash.String(c.seed, session)
 	_, had := c.known[h]
 	c.known[h] = struct{}{}
 	return had
+}
+
+// committed is called by the group commit after each commit (under its
+// writing lock, as markKnown is): every message written so far is
+// committed. A rollback keeps the marks, for the batches the next
+// transaction runs again.
+func (c *historyCache) committed() {
+	c.mu.Lock()
+	if len(c.written) > 0 {
+		clear(c.written)
+	}
+	c.mu.Unlock()
+}
+
+// settled reports whether every message of session the writer has
+// acknowledged is committed, so that another connection reads them all
+// without making the writer commit first (sync). A message acknowledged
+// after the call is one of a concurrent exchange, which the read may or
+// may not see either way. A hash collision only costs that commit.
+func (c *historyCache) settled(session string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, w := c.written[maphash.String(c.seed, session)]
+	return !w
 }
 
 // startLoad registers a database read of session; finishLoad caches its

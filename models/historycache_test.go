@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func sameHistory(t *testing.T, s *Store, session string, limit int) {
@@ -155,5 +156,62 @@ func TestHistoryCacheBoundedBySize(t *testing.T) {
 	c.appended("big", []ChatMessage{{Seq: 1, Content: huge}})
 	if _, ok := c.get("big", 1); ok || c.bytes > c.maxBytes {
 		t.Fatalf("a session over the bound was kept (%d bytes cached)", c.bytes)
+	}
+}
+
+// TestHistoryReadWaitsOnlyForItsSession: reading a session's messages from
+// the database makes the lingering writer commit only when that session has
+// acknowledged messages not yet committed; either way the read sees every
+// acknowledged message.
+func TestHistoryReadWaitsOnlyForItsSession(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Driver: DriverSQLite, DSN: filepath.Join(t.TempDir(), "h.db"), CommitLinger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	exchange := func(session string, turn int) {
+		t.Helper()
+		err := s.SaveExchange(ctx, &ChatSession{ID: session, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"}, nil,
+			[]ChatMessage{{RunID: fmt.Sprint(turn), Role: "user", Content: "q"}, {RunID: fmt.Sprint(turn), Role: "assistant", Content: "a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// forget drops every cached history, so the next reads go to the database.
+	forget := func() {
+		s.history.mu.Lock()
+		clear(s.history.entries)
+		s.history.lru.Init()
+		s.history.bytes = 0
+		s.history.mu.Unlock()
+	}
+	uncommitted := func() bool { return s.Group.acked.Load() != nil }
+	read := func(session string, want int) {
+		t.Helper()
+		msgs, err := s.RecentMessages(ctx, session, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != want {
+			t.Fatalf("%s: %d messages read, want %d", session, len(msgs), want)
+		}
+	}
+
+	exchange("a", 1)
+	exchange("b", 1)
+	s.Group.sync() // both committed
+	exchange("a", 2)
+	if !uncommitted() {
+		t.Fatal("the writer committed at once: this test needs it to linger")
+	}
+	forget()
+	read("b", 2)
+	if !uncommitted() {
+		t.Fatal("reading a session with nothing uncommitted made the writer commit")
+	}
+	read("a", 4) // waits for the commit of its second exchange
+	if uncommitted() {
+		t.Fatal("reading a session with acknowledged messages did not make the writer commit them")
 	}
 }

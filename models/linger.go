@@ -139,6 +139,9 @@ func (g *GroupCommit) commitTx(ctx context.Context, tx *sql.Tx) error {
 	if seq != 0 {
 		g.redo.committedUpTo(seq)
 	}
+	if g.onCommit != nil {
+		g.onCommit()
+	}
 	// A reader that asked for this commit (sync) may have asked after
 	// the batch decided; the next one may linger again.
 	g.wantSync.Store(false)

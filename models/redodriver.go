@@ -49,6 +49,15 @@ func (c *redoConnector) Driver() driver.Driver { return &sqlite.Driver{} }
 
 type redoKey struct{}
 
+// settledKey marks a read whose caller knows the writer holds nothing
+// uncommitted that it needs (historyCache.settled): it does not wait for
+// the writer's commit, which would end the lingering transaction for it.
+type settledKey struct{}
+
+func withSettledRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, settledKey{}, true)
+}
+
 // withRedo marks ctx for a transaction whose statements go to r.
 func withRedo(ctx context.Context, r *redoLog) context.Context {
 	return context.WithValue(ctx, redoKey{}, r)
@@ -145,15 +154,16 @@ func (c *redoConn) exec(query string, args []driver.NamedValue, run func() (driv
 }
 
 func (c *redoConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.query(query, args, func() (driver.Rows, error) { return c.base.QueryContext(ctx, query, args) })
+	return c.query(ctx, query, args, func() (driver.Rows, error) { return c.base.QueryContext(ctx, query, args) })
 }
 
 // query runs a statement that returns rows: on the writer's transaction
 // one that writes (UPDATE ... RETURNING) is recorded; outside any
-// transaction it reads what the writer acknowledged.
-func (c *redoConn) query(query string, args []driver.NamedValue, run func() (driver.Rows, error)) (driver.Rows, error) {
+// transaction it reads what the writer acknowledged, unless ctx says the
+// caller needs none of it (withSettledRead).
+func (c *redoConn) query(ctx context.Context, query string, args []driver.NamedValue, run func() (driver.Rows, error)) (driver.Rows, error) {
 	timesAsText(args)
-	if !c.inTx() {
+	if !c.inTx() && ctx.Value(settledKey{}) == nil {
 		if g := c.connector.group.Load(); g != nil {
 			g.sync()
 		}
@@ -230,7 +240,7 @@ func (s *redoStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (d
 }
 
 func (s *redoStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	return s.conn.query(s.query, args, func() (driver.Rows, error) {
+	return s.conn.query(ctx, s.query, args, func() (driver.Rows, error) {
 		return s.base.(driver.StmtQueryContext).QueryContext(ctx, args)
 	})
 }
