@@ -57,9 +57,7 @@ func dropMessagesAutoincrement(_ context.Context, tx *gorm.DB, driver string) er
 	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_messages' AND sql IS NOT NULL").Scan(&indexes).Error; err != nil {
 		return fmt.Errorf("read chat_messages' indexes: %w", err)
 	}
-	// The name is quoted as GORM wrote it (`chat_messages`) or as SQLite
-	// rewrites it after a table was renamed ("chat_messages").
-	name := createTableName.FindString(ddl)
+	name := createTableName("chat_messages").FindString(ddl)
 	if name == "" {
 		return fmt.Errorf("rebuild chat_messages: unexpected definition %q", ddl)
 	}
@@ -80,9 +78,12 @@ func dropMessagesAutoincrement(_ context.Context, tx *gorm.DB, driver string) er
 	return nil
 }
 
-// createTableName matches the start of chat_messages' CREATE TABLE up to
-// its name, however quoted.
-var createTableName = regexp.MustCompile("(?i)^CREATE TABLE\\s+[`\"\\[]?chat_messages[`\"\\]]?")
+// createTableName matches the start of table's CREATE TABLE up to its
+// name, however quoted: as GORM wrote it (`name`) or as SQLite rewrites it
+// after a table was renamed ("name").
+func createTableName(table string) *regexp.Regexp {
+	return regexp.MustCompile("(?i)^CREATE TABLE\\s+[`\"\\[]?" + table + "[`\"\\]]?")
+}
 
 // ChatSession is one conversation of one caller with one agent.
 type ChatSession struct {
@@ -180,7 +181,15 @@ var ErrNotFound = errors.New("not found")
 // GetSession returns a session by id.
 func (s *Store) GetSession(ctx context.Context, id string) (*ChatSession, error) {
 	var sess ChatSession
-	err := s.DB.WithContext(ctx).First(&sess, "id = ?", id).Error
+	q := s.DB.WithContext(ctx)
+	if s.sessions != nil {
+		key, ok := s.sessions.key(id)
+		if !ok {
+			return nil, ErrNotFound
+		}
+		q = q.Where("session_key = ?", key) // no index on the id (see sessionIndex)
+	}
+	err := q.First(&sess, "id = ?", id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, ErrNotFound
 	}
@@ -213,7 +222,7 @@ func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int)
 	if s.Driver == DriverSQLite {
 		msgs, err = s.recentMessagesSQLite(ctx, sessionID, limit)
 	} else {
-		err = s.DB.WithContext(ctx).Where(s.messagesOfSession(), sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
+		err = s.DB.WithContext(ctx).Where("session_id = ?", sessionID).Order("seq DESC").Limit(limit).Find(&msgs).Error
 	}
 	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
@@ -228,14 +237,18 @@ func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int)
 // read their history). Text columns may be NULL in rows written by hand.
 const recentMessagesSQL = `SELECT id, session_id, session_key, seq, COALESCE(run_id, ''), COALESCE(role, ''), COALESCE(content, ''),
 COALESCE(tool_calls, ''), COALESCE(tool_call_id, ''), COALESCE(name, ''), created_at
-FROM chat_messages WHERE session_key = (SELECT session_key FROM chat_sessions WHERE id = ?) ORDER BY seq DESC LIMIT ?`
+FROM chat_messages WHERE session_key = ? AND session_id = ? ORDER BY seq DESC LIMIT ?`
 
 func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
+	key, ok := s.sessions.key(sessionID)
+	if !ok {
+		return nil, nil // no such session
+	}
 	st, err := s.recentStmt.get(ctx, s.DB, recentMessagesSQL)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, sessionID, limit)
+	rows, err := st.QueryContext(ctx, key, sessionID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read session messages: %w", err)
 	}
@@ -254,10 +267,11 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 	return msgs, nil
 }
 
-// primeSessions tells the history cache which sessions have messages and
-// makes newSessionKey continue after the largest key stored, in one pass
-// over chat_sessions (SQLite, when the store opens: its writer is the only
-// writer of chat_sessions, so no other process takes keys meanwhile).
+// primeSessions fills the session index, tells the history cache which
+// sessions have messages and makes newSessionKey continue after the
+// largest key stored, in one pass over chat_sessions (SQLite, when the
+// store opens: its writer is the only writer of chat_sessions, so no other
+// process adds sessions meanwhile).
 func (s *Store) primeSessions(ctx context.Context) error {
 	rows, err := s.DB.WithContext(ctx).Raw(`SELECT s.id, s.session_key,
 EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_key = s.session_key) FROM chat_sessions s`).Rows()
@@ -275,6 +289,7 @@ EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_key = s.session_key) FROM 
 			return fmt.Errorf("open database: list sessions: %w", err)
 		}
 		last = max(last, key)
+		s.sessions.set(id, key)
 		if hasMessages {
 			ids = append(ids, id)
 		}
@@ -318,21 +333,15 @@ turns, input_tokens, output_tokens, metadata, started_at, finished_at) VALUES (?
 func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
 	now := time.Now().UTC()
 	sess.CreatedAt, sess.UpdatedAt = now, now
+	if err := s.storeSession(ctx, tx, sess, now); err != nil {
+		return err
+	}
 	// A session the history cache knows to have no message (most chat
-	// requests start a session) takes a new key and its messages start at
-	// 1, without a read. The writer is the only writer of chat_messages on
-	// SQLite and marks the session before its batch commits, so a later
-	// exchange of it, of this batch or the next, reads its key and last
-	// number.
+	// requests start a session) numbers its messages from 1 without a
+	// read. The writer is the only writer of chat_messages on SQLite and
+	// marks the session before its batch commits, so a later exchange of
+	// it, of this batch or the next, reads its last number.
 	fresh := len(msgs) > 0 && s.history != nil && !s.history.markKnown(sess.ID)
-	upsert := upsertSessionSQL
-	if fresh {
-		upsert = upsertFreshSessionSQL
-	}
-	sess.Key = s.newSessionKey() // kept by upsertSessionSQL for a session that exists
-	if err := s.Group.Exec(ctx, tx, upsert, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
-		return fmt.Errorf("store session: %w", err)
-	}
 	if run != nil {
 		errText := run.Error
 		if s.scrub != nil && errText != "" {
@@ -348,11 +357,11 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 	}
 	var last int64
 	if !fresh {
-		q, err := s.Group.Stmt(ctx, tx, sessionKeyAndLastSeqSQL)
+		q, err := s.Group.Stmt(ctx, tx, lastSeqSQL)
 		if err != nil {
 			return err
 		}
-		if err := q.QueryRowContext(ctx, sess.ID).Scan(&sess.Key, &last); err != nil {
+		if err := q.QueryRowContext(ctx, sess.Key).Scan(&last); err != nil {
 			return fmt.Errorf("number messages: %w", err)
 		}
 	}
@@ -371,6 +380,30 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 			return fmt.Errorf("store message: %w", err)
 		}
 	}
+	return nil
+}
+
+// storeSession touches the session sess names, found by its key in the
+// session index, or inserts it with a new key, and sets sess.Key. A key
+// the index holds for a session whose insert was rolled back, or for
+// another id with the same digest, touches no row: the session is
+// inserted with a new key then.
+func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession, now time.Time) error {
+	if key, ok := s.sessions.key(sess.ID); ok {
+		n, err := s.Group.ExecCount(ctx, tx, touchSessionSQL, now, sess.Username, key, sess.ID)
+		if err != nil {
+			return fmt.Errorf("store session: %w", err)
+		}
+		if n == 1 {
+			sess.Key = key
+			return nil
+		}
+	}
+	sess.Key = s.newSessionKey()
+	if err := s.Group.Exec(ctx, tx, insertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
+		return fmt.Errorf("store session: %w", err)
+	}
+	s.sessions.set(sess.ID, sess.Key)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package models
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"log/slog"
 	"strings"
@@ -75,6 +76,13 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		"INSERT INTO chat_messages SELECT * FROM legacy",
 		"INSERT INTO chat_messages (session_id, seq, run_id, role, content, tool_calls, tool_call_id, name, created_at) VALUES ('orphan', 1, 'r', 'user', 'alone', '', '', '', '2026-01-01 00:00:00')",
 		"DROP TABLE legacy",
+		// chat_sessions as GORM created it, before data migration 7.
+		"CREATE TABLE legacy AS SELECT * FROM chat_sessions",
+		"DROP TABLE chat_sessions",
+		"CREATE TABLE `chat_sessions` (`id` text,`agent_id` text,`subject` text,`user_id` text,`username` text,`source` text,`created_at` datetime,`updated_at` datetime,`session_key` integer NOT NULL DEFAULT 0,PRIMARY KEY (`id`))",
+		"CREATE INDEX `idx_chat_sessions_agent_id` ON `chat_sessions`(`agent_id`)",
+		"INSERT INTO chat_sessions SELECT * FROM legacy",
+		"DROP TABLE legacy",
 		"UPDATE chat_sessions SET session_key = 0",
 		"DELETE FROM schema_migrations WHERE version >= 5",
 	} {
@@ -102,6 +110,21 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		}
 		if strings.Contains(ddl, "AUTOINCREMENT") {
 			t.Fatalf("chat_messages still has AUTOINCREMENT: %s", ddl)
+		}
+		// Data migration 7, and GORM leaves its key alone on the next Open.
+		var sessionsDDL string
+		var indexes []string
+		if err := s.DB.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chat_sessions'").Scan(&sessionsDDL).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DB.Raw("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_sessions' ORDER BY name").Scan(&indexes).Error; err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(sessionsDDL, "PRIMARY KEY (`session_key`))") || fmt.Sprint(indexes) != "[idx_chat_sessions_agent_id]" {
+			t.Fatalf("chat_sessions: %s with indexes %v; want it keyed by session_key, no index on the id", sessionsDDL, indexes)
+		}
+		if got, err := s.GetSession(ctx, "kept"); err != nil || got.AgentID != "a" || got.Key <= 0 {
+			t.Fatalf("GetSession(kept) after the migration: %+v, %v", got, err)
 		}
 		if s.DB.Migrator().HasIndex(&ChatMessage{}, "idx_chat_messages_session_seq") || !s.DB.Migrator().HasIndex(&ChatMessage{}, "idx_chat_messages_session_key_seq") {
 			t.Fatal("want the messages indexed by (session_key, seq) and no longer by (session_id, seq)")

@@ -297,7 +297,7 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 		b.Run(bench.name, func(b *testing.B) {
 			st, l := journalTestLedger(b, filepath.Join(b.TempDir(), "bench.db"), false)
 			setLinger(b, st, bench.linger)
-			var n, rejected atomic.Int64
+			var n, keys, rejected atomic.Int64
 			request := func() {
 				ctx := CommitLater(context.Background())
 				defer l.FlushLater(ctx)
@@ -306,7 +306,7 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 					b.Fatal("settlement not held")
 				}
 				if err := l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-					return l.Group.Exec(ctx, tx, upsertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt, 0)
+					return l.Group.Exec(ctx, tx, insertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt, keys.Add(1))
 				}); err != nil {
 					b.Fatal(err)
 				}

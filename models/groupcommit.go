@@ -447,6 +447,22 @@ func (g *GroupCommit) Exec(ctx context.Context, tx *sql.Tx, query string, args .
 	return err
 }
 
+// ExecCount is Exec returning how many rows the statement changed.
+func (g *GroupCommit) ExecCount(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
+	if g.onWriterConn(tx) {
+		return g.execRaw(ctx, query, args)
+	}
+	st, err := g.Stmt(ctx, tx, query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // Stats returns how many batches committed and how many jobs they held.
 func (g *GroupCommit) Stats() (batches, writes int64) {
 	g.mu.Lock()

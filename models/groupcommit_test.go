@@ -39,7 +39,7 @@ func TestGroupCommitIsolatesAFailedJob(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs[i] = s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-				if err := s.Group.Exec(ctx, tx, upsertSessionSQL, fmt.Sprintf("s%d", i), "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", 0); err != nil {
+				if err := insertTestSession(ctx, s.Group, tx, fmt.Sprintf("s%d", i)); err != nil {
 					return err
 				}
 				if i%7 == 0 {
@@ -101,7 +101,7 @@ func TestGroupCommitShedsWhenTheQueueIsFull(t *testing.T) {
 	settled := make(chan error, 1)
 	go func() {
 		settled <- g.Do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
-			return g.Exec(ctx, tx, upsertSessionSQL, "settled", "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", 0)
+			return insertTestSession(ctx, g, tx, "settled")
 		})
 	}()
 	close(block)
@@ -324,7 +324,7 @@ func TestGroupCommitSurvivesAPanickingJob(t *testing.T) {
 	ctx := context.Background()
 	write := func(id string) func(ctx context.Context, tx *sql.Tx) error {
 		return func(ctx context.Context, tx *sql.Tx) error {
-			return s.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", 0)
+			return insertTestSession(ctx, s.Group, tx, id)
 		}
 	}
 	var wg sync.WaitGroup
@@ -359,4 +359,12 @@ func TestGroupCommitSurvivesAPanickingJob(t *testing.T) {
 	if n != 37 {
 		t.Fatalf("%d sessions, want 36 + 1", n)
 	}
+}
+
+// testSessionKeys gives the session rows tests write keys of their own.
+var testSessionKeys atomic.Int64
+
+// insertTestSession writes a session row with id in tx.
+func insertTestSession(ctx context.Context, g *GroupCommit, tx *sql.Tx, id string) error {
+	return g.Exec(ctx, tx, insertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", testSessionKeys.Add(1))
 }

@@ -249,7 +249,7 @@ func TestAFailedBatchKeepsTheAcknowledgedOnes(t *testing.T) {
 	setLinger(t, st, time.Hour)
 	insert := func(id string, fail bool) error {
 		return st.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			if err := st.Group.Exec(ctx, tx, upsertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", 0); err != nil {
+			if err := insertTestSession(ctx, st.Group, tx, id); err != nil {
 				return err
 			}
 			if fail {

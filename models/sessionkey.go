@@ -3,12 +3,13 @@ package models
 import (
 	"context"
 	"fmt"
+	"regexp"
 
 	"gorm.io/gorm"
 )
 
 // Messages hang off their session's key, a number given to each session in
-// creation order, not off its id.
+// creation order, not off its id; on SQLite sessions do too.
 //
 // A session id is random as far as an index is concerned: the server
 // issues a hash of the caller, agent and user (chat.SessionIDFor), and
@@ -20,22 +21,28 @@ import (
 // 3-10 % more requests at 64 connections and cut the disk writes per
 // request by a third (docs/benchmarks.md). With (session_key, seq) a new
 // session's messages go to the end of the index, as the action log's and
-// the ledger's time-ordered ids already do. Only chat_sessions' primary key
-// stays random: it is how a stable session id finds its session.
+// the ledger's time-ordered ids already do.
+//
+// chat_sessions' primary key on the id was the last random index on the
+// chat path; data migration 7 makes session_key the table's key on SQLite
+// and drops the index on the id. The store finds a session's key by its id
+// in memory (sessionIndex).
 //
 // A session gets its key when it is created and keeps it, from a counter
 // the store holds (the group commit is the only writer; primeSessions
-// starts it). Sessions' keys have no index: nothing looks a session up by
-// its key, and the store reads the largest key only when it opens.
+// starts it past the largest stored key).
 //
-// SQLite only. On PostgreSQL the same change served about 13 % fewer
-// requests at 64 connections (docs/benchmarks.md), so there
-// messages stay keyed by session id with the index on (session_id, seq),
-// and session_key stays 0. messagesOfSession and SessionMessagesJoin give
-// each database its condition.
+// SQLite only. On PostgreSQL the change of the messages' index served
+// about 13 % fewer requests at 64 connections (docs/benchmarks.md), and
+// many gateways share the database, so no process's memory can index its
+// sessions: there messages stay keyed by session id with the index on
+// (session_id, seq), sessions by their id, and session_key stays 0.
+// SessionMessagesJoin gives each database its condition.
 func init() {
 	registerDataMigration(dataMigration{Version: 6, Name: "chat_messages: found by their session's sequential key, not its random id",
 		Up: keyMessagesBySession})
+	registerDataMigration(dataMigration{Version: 7, Name: "chat_sessions: keyed by their sequential key on SQLite, without an index on the id",
+		Up: keySessionsByKey})
 }
 
 // keyMessagesBySession gives every session its key and every message its
@@ -50,11 +57,14 @@ func keyMessagesBySession(_ context.Context, tx *gorm.DB, driver string) error {
 		return tx.Exec("CREATE INDEX IF NOT EXISTS idx_chat_messages_session_seq ON chat_messages (session_id, seq)").Error
 	}
 	steps := []string{
-		`INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
-SELECT m.session_id, '', '', '', '', '', MIN(m.created_at), MAX(m.created_at), 0 FROM chat_messages m
-WHERE NOT EXISTS (SELECT 1 FROM chat_sessions s WHERE s.id = m.session_id) GROUP BY m.session_id`,
 		// Row ids are unique, and in creation order.
 		"UPDATE chat_sessions SET session_key = rowid WHERE session_key = 0",
+		// Keys past the largest (where migration 7 made session_key the
+		// row id, this also runs again without a collision).
+		`INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
+SELECT m.session_id, '', '', '', '', '', MIN(m.created_at), MAX(m.created_at),
+(SELECT COALESCE(MAX(session_key), 0) FROM chat_sessions) + ROW_NUMBER() OVER (ORDER BY m.session_id) FROM chat_messages m
+WHERE NOT EXISTS (SELECT 1 FROM chat_sessions s WHERE s.id = m.session_id) GROUP BY m.session_id`,
 		`UPDATE chat_messages SET session_key = (SELECT s.session_key FROM chat_sessions s WHERE s.id = chat_messages.session_id)
 WHERE session_key = 0`,
 		"DROP INDEX IF EXISTS idx_chat_messages_session_seq",
@@ -68,32 +78,83 @@ WHERE session_key = 0`,
 	return nil
 }
 
-// The session's upserts, with the key a new session gets as an argument:
-// not a subquery or RETURNING, which make SQLite journal every page the
-// statement changes (RETURNING runs as a trigger), and the redo log then
-// replays the very key the writer gave. upsertSessionSQL keeps the key of
-// a session that exists; upsertFreshSessionSQL, for a session known to
-// have no messages, gives it the new one (no message has the old one), so
-// the writer need not read the key first.
-const (
-	upsertSessionSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, username = excluded.username`
-	upsertFreshSessionSQL = upsertSessionSQL + `, session_key = excluded.session_key`
-	// sessionKeyAndLastSeqSQL reads a session's key and the number of its
-	// last message.
-	sessionKeyAndLastSeqSQL = `SELECT s.session_key, COALESCE((SELECT MAX(m.seq) FROM chat_messages m WHERE m.session_key = s.session_key), 0)
-FROM chat_sessions s WHERE s.id = ?`
+// keySessionsByKey rebuilds SQLite's chat_sessions with session_key as its
+// INTEGER PRIMARY KEY (the rowid) instead of the id. A session without a
+// key of its own (0, or one another session has: only rows written by hand
+// can be so) first gets a new one, and so do its messages. GORM created
+// the table with the id as its key and never changes a table's key
+// afterwards, so this runs once, after the table exists.
+func keySessionsByKey(_ context.Context, tx *gorm.DB, driver string) error {
+	if driver != DriverSQLite {
+		return nil
+	}
+	var ddl string
+	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chat_sessions'").Scan(&ddl).Error; err != nil {
+		return fmt.Errorf("read chat_sessions' definition: %w", err)
+	}
+	name := createTableName("chat_sessions").FindString(ddl)
+	pk := sessionsIDKey.FindStringIndex(ddl)
+	if pk == nil && sessionsKeyKey.MatchString(ddl) {
+		return nil // rebuilt already (the migration runs again)
+	}
+	if name == "" || pk == nil {
+		return fmt.Errorf("rebuild chat_sessions: unexpected definition %q", ddl)
+	}
+	var indexes []string
+	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_sessions' AND sql IS NOT NULL").Scan(&indexes).Error; err != nil {
+		return fmt.Errorf("read chat_sessions' indexes: %w", err)
+	}
+	var unkeyed int64
+	if err := tx.Raw(`SELECT COUNT(*) FROM chat_sessions WHERE session_key <= 0
+OR session_key IN (SELECT session_key FROM chat_sessions GROUP BY session_key HAVING COUNT(*) > 1)`).Scan(&unkeyed).Error; err != nil {
+		return fmt.Errorf("rebuild chat_sessions: count sessions without a key of their own: %w", err)
+	}
+	var steps []string
+	if unkeyed > 0 {
+		steps = append(steps,
+			// Row ids are unique: past the largest key, they are keys no
+			// session has.
+			`UPDATE chat_sessions SET session_key = (SELECT MAX(session_key) FROM chat_sessions) + rowid WHERE session_key <= 0
+OR session_key IN (SELECT session_key FROM chat_sessions GROUP BY session_key HAVING COUNT(*) > 1)`,
+			`UPDATE chat_messages SET session_key = (SELECT s.session_key FROM chat_sessions s WHERE s.id = chat_messages.session_id)
+WHERE session_key <> (SELECT s.session_key FROM chat_sessions s WHERE s.id = chat_messages.session_id)`)
+	}
+	rebuilt := "CREATE TABLE `chat_sessions_rebuilt`" + ddl[len(name):pk[0]] + "PRIMARY KEY (`session_key`)" + ddl[pk[1]:]
+	steps = append(steps,
+		rebuilt,
+		"INSERT INTO chat_sessions_rebuilt SELECT * FROM chat_sessions ORDER BY session_key",
+		"DROP TABLE chat_sessions",
+		"ALTER TABLE chat_sessions_rebuilt RENAME TO chat_sessions")
+	steps = append(steps, indexes...)
+	for i, q := range steps {
+		if err := tx.Exec(q).Error; err != nil {
+			return fmt.Errorf("rebuild chat_sessions, step %d of %d: %w", i+1, len(steps), err)
+		}
+	}
+	return nil
+}
+
+// sessionsIDKey and sessionsKeyKey match chat_sessions' PRIMARY KEY clause
+// on the id and on session_key, however quoted.
+var (
+	sessionsIDKey  = primaryKeyClause("id")
+	sessionsKeyKey = primaryKeyClause("session_key")
 )
 
-// messagesOfSession is the condition on chat_messages that selects the
-// messages of the session whose id is its one argument.
-func (s *Store) messagesOfSession() string {
-	if s.Driver == DriverPostgres {
-		return "session_id = ?"
-	}
-	return "session_key = (SELECT session_key FROM chat_sessions WHERE id = ?)"
+func primaryKeyClause(column string) *regexp.Regexp {
+	return regexp.MustCompile("(?i)PRIMARY KEY\\s*\\(\\s*[`\"\\[]?" + column + "[`\"\\]]?\\s*\\)")
 }
+
+// The SQLite writer's statements of a session (see saveExchangeSQL): a new
+// session is inserted with its key; an existing one, found by its key, is
+// touched, the id checked (see sessionIndex); lastSeqSQL reads the number
+// of a session's last message.
+const (
+	insertSessionSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	touchSessionSQL = `UPDATE chat_sessions SET updated_at = ?, username = ? WHERE session_key = ? AND id = ?`
+	lastSeqSQL      = `SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_key = ?`
+)
 
 // SessionMessagesJoin is the condition joining chat_messages AS m to the
 // chat_sessions AS s they belong to.

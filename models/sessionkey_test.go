@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -10,8 +11,9 @@ import (
 // numbering across exchanges, and a session stored without messages (a
 // failed run) gets its messages found later. On SQLite, where messages are
 // found by the session's key, a new session gets a key of its own, an
-// existing one keeps it, and the keys continue after a restart above every
-// stored one.
+// existing one keeps it, the keys continue after a restart above every
+// stored one, and the in-memory index of sessions by id recovers from a
+// key whose row was rolled back.
 func TestSessionKeys(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -55,8 +57,24 @@ func TestSessionKeys(t *testing.T) {
 					t.Errorf("history of %s: %q, want %q", session, got, want)
 				}
 			}
+			if got, err := s.GetSession(ctx, "b"); err != nil || got.ID != "b" || got.Key != b1.Key {
+				t.Fatalf("GetSession(b): %+v, %v", got, err)
+			}
+			if _, err := s.GetSession(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("GetSession(nobody): %v, want ErrNotFound", err)
+			}
 			if b.name != DriverSQLite {
 				return
+			}
+			// The index holds a key whose row does not exist (the batch
+			// that inserted it rolled back): the next exchange inserts the
+			// session with a key of its own.
+			s.sessions.set("ghost", 1<<40)
+			if g := exchange(s, "ghost", "g1"); g.Key == 1<<40 {
+				t.Fatal("the session was stored under the key of a row that does not exist")
+			}
+			if got := history(s, "ghost"); got != "1:g1 " {
+				t.Errorf("history of ghost: %q", got)
 			}
 			s.Close()
 			s = mustOpen(t, opts)

@@ -109,14 +109,14 @@ func seed(ctx context.Context, path string, ledger, sessions int) error {
 			table, where string
 			subs         map[string]string
 		}{
-			{"chat_sessions", "id = 'seed-proto'", map[string]string{
+			{"chat_sessions", "session_key = -1", map[string]string{
 				"id": `'seed-session-' || i`, "session_key": "i + 1", "user_id": `'seed-' || i`, "created_at": later, "updated_at": laterPlus}},
 			{"agent_runs", "run_id = 'seed-proto'", map[string]string{
 				"run_id": `'seed-run-' || i`, "response_id": `'resp-seed-run-' || i`, "session_id": `'seed-session-' || i`,
 				"started_at": later, "finished_at": laterPlus}},
-			{"chat_messages", "session_id = 'seed-proto' AND seq = 1", map[string]string{
+			{"chat_messages", "session_key = -1 AND seq = 1", map[string]string{
 				"id": "NULL", "session_id": `'seed-session-' || i`, "session_key": "i + 1", "run_id": `'seed-run-' || i`, "created_at": later}},
-			{"chat_messages", "session_id = 'seed-proto' AND seq = 2", map[string]string{
+			{"chat_messages", "session_key = -1 AND seq = 2", map[string]string{
 				"id": "NULL", "session_id": `'seed-session-' || i`, "session_key": "i + 1", "run_id": `'seed-run-' || i`, "created_at": laterPlus}},
 		}
 		for _, s := range steps {
