@@ -2,8 +2,8 @@ package models
 
 import (
 	"bytes"
-	"fmt"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
