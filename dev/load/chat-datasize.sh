@@ -23,9 +23,11 @@ FP=$(port)
 L="$T/loadgen"
 echo "| ledger rows | sessions | db MiB | direct req/s | gateway req/s | gateway non-200 | ratio | gateway RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|"
+run=0
 for size in $SIZES; do
-  ledger=${size%%:*}; sessions=${size##*:}
-  W="$T/ws-$ledger-$sessions"; mkdir -p "$W/agents" "$W/data"
+  ledger=${size%%:*}; sessions=${size##*:}; run=$((run + 1))
+  # A workspace per run: a size given twice is measured twice from scratch.
+  W="$T/ws-$run-$ledger-$sessions"; mkdir -p "$W/agents" "$W/data"
   GP=$(port); TP=$(port)
   bench_workspace "$W" "$GP" "$TP" "$FP"
   "$T/chatdata" -db "$W/data/agentry.db" -ledger "$ledger" -sessions "$sessions" >&2
