@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Chat soak (issue 15): the gateway under chat-speed.sh's load (64 connections, every request a
-# fresh session, hard-mode governance, the fake OpenAI upstream) for MINUTES minutes without a
-# pause, printing each minute's req/s, failed answers and the gateway's RSS, so memory growth under
-# sustained load shows. Ends with the RSS of the first and the last minute and their ratio.
+# Chat soak (issue 15): the gateway under chat-speed.sh's load (64 connections, hard-mode
+# governance, the fake OpenAI upstream) for MINUTES minutes without a pause, printing each minute's
+# req/s, failed answers and the gateway's RSS, so memory growth under sustained load shows. Ends
+# with the RSS of the first and the last minute and their ratio.
+# As in chat-speed.sh, each minute's load generator numbers its user ids from 1, so from minute 2
+# on most requests continue a session of an earlier minute (its history read, longer prompts);
+# SOAK_FRESH=1 gives each minute ids of its own, so every request starts a session.
 # Usage (from the project root): dev/load/chat-soak.sh [path/to/agentryd] [MINUTES (default 10)]
 # BENCH_DIR (default ../shared/bench) holds the fake upstream and the load generator.
 # SOAK_PROFILES=DIR also serves the profiler and saves, after each minute, the gateway's heap
@@ -35,7 +38,9 @@ echo "| minute | req/s | errors + non-200 | p50 | p99 | RSS MiB | db MiB |"
 echo "|---|---|---|---|---|---|---|"
 first=""; last=""
 for m in $(seq 1 "$MINUTES"); do
-  out=$("$T/loadgen" -url "http://127.0.0.1:$GP/api/v1/chat" -c 64 -d 60s -body "$CHAT_BODY" -auth "$BENCH_AUTH")
+  body=$CHAT_BODY
+  [ -z "${SOAK_FRESH:-}" ] || body=${CHAT_BODY/lg-/m$m-}
+  out=$("$T/loadgen" -url "http://127.0.0.1:$GP/api/v1/chat" -c 64 -d 60s -body "$body" -auth "$BENCH_AUTH")
   r=$(rss); first=${first:-$r}; last=$r
   if [ -n "$PROF" ]; then
     curl -s -o "$PROF/heap-$m.pprof" "http://127.0.0.1:$MP/debug/pprof/heap"
