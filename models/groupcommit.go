@@ -150,6 +150,17 @@ func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
 	return g
 }
 
+// writerCacheKiB bounds the page cache of the writer's connection (SQLite's
+// default is 2 MiB). Every batch descends each B-tree it writes from the
+// root: with the default, the interior pages of a large database fell out
+// of the cache and were read again from the WAL or the file batch after
+// batch, and throughput fell as the database grew. 64 MiB holds the
+// interior pages of a database of several GiB; measured on the chat path
+// it served about 12 % more at 64 connections (docs/benchmarks.md). The
+// cache fills only as pages are read, and the other connections keep the
+// default.
+const writerCacheKiB = 64 << 10
+
 // newGroupCommit starts the writer, with an admission journal when j is
 // set and a redo log (and a connection of its own) when redo is.
 func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal, redo *redoLog, linger time.Duration) (*GroupCommit, error) {
@@ -439,28 +450,9 @@ func (g *GroupCommit) prepareNew() {
 
 // Exec runs a prepared query in tx.
 func (g *GroupCommit) Exec(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
-	if g.onWriterConn(tx) {
-		_, err := g.execRaw(ctx, query, args)
-		return err
-	}
-	st, err := g.Stmt(ctx, tx, query)
-	if err != nil {
-		return err
-	}
-	_, err = st.ExecContext(ctx, args...)
+	_, err := g.ExecCount(ctx, tx, query, args...)
 	return err
 }
-
-// writerCacheKiB bounds the page cache of the writer's connection (SQLite's
-// default is 2 MiB). Every batch descends each B-tree it writes from the
-// root: with the default, the interior pages of a large database fell out
-// of the cache and were read again from the WAL or the file batch after
-// batch, and throughput fell as the database grew. 64 MiB holds the
-// interior pages of a database of several GiB; measured on the chat path
-// it served about 13 % more at 64 connections (docs/benchmarks.md). The
-// cache fills only as pages are read, and the other connections keep the
-// default.
-const writerCacheKiB = 64 << 10
 
 // ExecCount is Exec returning how many rows the statement changed.
 func (g *GroupCommit) ExecCount(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {

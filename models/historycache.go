@@ -154,9 +154,7 @@ func (c *historyCache) markKnown(session string) (mayHaveHad bool) {
 // transaction runs again.
 func (c *historyCache) committed() {
 	c.mu.Lock()
-	if len(c.written) > 0 {
-		clear(c.written)
-	}
+	clear(c.written)
 	c.mu.Unlock()
 }
 

@@ -63,10 +63,3 @@ func (x *sessionIndex) set(id string, key int64) {
 	x.keys[d] = key
 	x.mu.Unlock()
 }
-
-// len is the number of sessions indexed.
-func (x *sessionIndex) len() int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return len(x.keys)
-}
