@@ -181,15 +181,7 @@ var ErrNotFound = errors.New("not found")
 // GetSession returns a session by id.
 func (s *Store) GetSession(ctx context.Context, id string) (*ChatSession, error) {
 	var sess ChatSession
-	q := s.DB.WithContext(ctx)
-	if s.sessions != nil {
-		key, ok := s.sessions.key(id)
-		if !ok {
-			return nil, ErrNotFound
-		}
-		q = q.Where("session_key = ?", key) // no index on the id (see sessionIndex)
-	}
-	err := q.First(&sess, "id = ?", id).Error
+	err := s.DB.WithContext(ctx).First(&sess, "id = ?", id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, ErrNotFound
 	}
@@ -235,20 +227,19 @@ func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int)
 // GORM's reflection were about two thirds of the read's cost (profiled at
 // one connection, where returning sessions the history cache does not hold
 // read their history). Text columns may be NULL in rows written by hand.
+// The session's key comes from its id through chat_sessions' index on the
+// id (data migration 8).
 const recentMessagesSQL = `SELECT id, session_id, session_key, seq, COALESCE(run_id, ''), COALESCE(role, ''), COALESCE(content, ''),
 COALESCE(tool_calls, ''), COALESCE(tool_call_id, ''), COALESCE(name, ''), created_at
-FROM chat_messages WHERE session_key = ? AND session_id = ? ORDER BY seq DESC LIMIT ?`
+FROM chat_messages WHERE session_key = (SELECT session_key FROM chat_sessions WHERE id = ?1) AND session_id = ?1
+ORDER BY seq DESC LIMIT ?2`
 
 func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
-	key, ok := s.sessions.key(sessionID)
-	if !ok {
-		return nil, nil // no such session
-	}
 	st, err := s.recentStmt.get(ctx, s.DB, recentMessagesSQL)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, key, sessionID, limit)
+	rows, err := st.QueryContext(ctx, sessionID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read session messages: %w", err)
 	}
@@ -267,37 +258,32 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 	return msgs, nil
 }
 
-// primeSessions fills the session index, tells the history cache which
-// sessions have messages and makes newSessionKey continue after the
-// largest key stored, in one pass over chat_sessions (SQLite, when the
-// store opens: its writer is the only writer of chat_sessions, so no other
-// process adds sessions meanwhile).
+// primeSessions tells the history cache which sessions are stored and
+// makes newSessionKey continue after the largest key stored, in one pass
+// over chat_sessions (SQLite, when the store opens: its writer is the only
+// writer of chat_sessions, so no other process adds sessions meanwhile).
 func (s *Store) primeSessions(ctx context.Context) error {
-	rows, err := s.DB.WithContext(ctx).Raw(`SELECT s.id, s.session_key,
-EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_key = s.session_key) FROM chat_sessions s`).Rows()
+	var stored, last int64
+	if err := s.DB.WithContext(ctx).Raw("SELECT COUNT(*), COALESCE(MAX(session_key), 0) FROM chat_sessions").Row().Scan(&stored, &last); err != nil {
+		return fmt.Errorf("open database: count sessions: %w", err)
+	}
+	known := newSessionFilter(int(stored))
+	rows, err := s.DB.WithContext(ctx).Raw("SELECT id FROM chat_sessions").Rows()
 	if err != nil {
 		return fmt.Errorf("open database: list sessions: %w", err)
 	}
 	defer rows.Close()
-	var ids []string
-	var last int64
 	for rows.Next() {
 		var id string
-		var key int64
-		var hasMessages bool
-		if err := rows.Scan(&id, &key, &hasMessages); err != nil {
+		if err := rows.Scan(&id); err != nil {
 			return fmt.Errorf("open database: list sessions: %w", err)
 		}
-		last = max(last, key)
-		s.sessions.set(id, key)
-		if hasMessages {
-			ids = append(ids, id)
-		}
+		known.add(s.history.hash(id))
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("open database: list sessions: %w", err)
 	}
-	s.history.prime(ids)
+	s.history.prime(known)
 	s.sessionKeys.Store(last)
 	return nil
 }
@@ -333,15 +319,15 @@ turns, input_tokens, output_tokens, metadata, started_at, finished_at) VALUES (?
 func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
 	now := time.Now().UTC()
 	sess.CreatedAt, sess.UpdatedAt = now, now
-	if err := s.storeSession(ctx, tx, sess, now); err != nil {
+	// A session inserted here (most chat requests start a session) numbers
+	// its messages from 1 without a read.
+	fresh, err := s.storeSession(ctx, tx, sess, now)
+	if err != nil {
 		return err
 	}
-	// A session the history cache knows to have no message (most chat
-	// requests start a session) numbers its messages from 1 without a
-	// read. The writer is the only writer of chat_messages on SQLite and
-	// marks the session before its batch commits, so a later exchange of
-	// it, of this batch or the next, reads its last number.
-	fresh := len(msgs) > 0 && s.history != nil && !s.history.markKnown(sess.ID)
+	if len(msgs) > 0 && s.history != nil {
+		s.history.markWritten(sess.ID)
+	}
 	if run != nil {
 		errText := run.Error
 		if s.scrub != nil && errText != "" {
@@ -383,28 +369,35 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 	return nil
 }
 
-// storeSession touches the session sess names, found by its key in the
-// session index, or inserts it with a new key, and sets sess.Key. A key
-// the index holds for a session whose insert was rolled back, or for
-// another id with the same digest, touches no row: the session is
-// inserted with a new key then.
-func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession, now time.Time) error {
-	if key, ok := s.sessions.key(sess.ID); ok {
-		n, err := s.Group.ExecCount(ctx, tx, touchSessionSQL, now, sess.Username, key, sess.ID)
+// storeSession touches the session sess names, found by its id, or
+// inserts it with a new key, sets sess.Key and reports whether it inserted
+// it. A session the history cache's filter has certainly not seen is
+// inserted without looking for its row first: the writer is the only
+// writer of chat_sessions on SQLite and notes every session it stores
+// there, so such a session has no row (the filter was primed with every
+// row when the store opened). That keeps the ids unique without a unique
+// index, whose check would cost every new session a statement journal.
+func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession, now time.Time) (inserted bool, err error) {
+	if s.history == nil || s.history.noteSession(sess.ID) {
+		q, err := s.Group.Stmt(ctx, tx, sessionKeySQL)
 		if err != nil {
-			return fmt.Errorf("store session: %w", err)
+			return false, err
 		}
-		if n == 1 {
-			sess.Key = key
-			return nil
+		switch err := q.QueryRowContext(ctx, sess.ID).Scan(&sess.Key); {
+		case err == nil:
+			if err := s.Group.Exec(ctx, tx, touchSessionSQL, now, sess.Username, sess.Key); err != nil {
+				return false, fmt.Errorf("store session: %w", err)
+			}
+			return false, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return false, fmt.Errorf("store session: %w", err)
 		}
 	}
 	sess.Key = s.newSessionKey()
 	if err := s.Group.Exec(ctx, tx, insertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
-		return fmt.Errorf("store session: %w", err)
+		return false, fmt.Errorf("store session: %w", err)
 	}
-	s.sessions.set(sess.ID, sess.Key)
-	return nil
+	return true, nil
 }
 
 // maxMessagesPerInsert bounds the rows of one message INSERT (a turn with

@@ -111,7 +111,8 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		if strings.Contains(ddl, "AUTOINCREMENT") {
 			t.Fatalf("chat_messages still has AUTOINCREMENT: %s", ddl)
 		}
-		// Data migration 7, and GORM leaves its key alone on the next Open.
+		// Data migrations 7 and 8, and GORM leaves the key alone on the
+		// next Open.
 		var sessionsDDL string
 		var indexes []string
 		if err := s.DB.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'chat_sessions'").Scan(&sessionsDDL).Error; err != nil {
@@ -120,8 +121,8 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		if err := s.DB.Raw("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_sessions' ORDER BY name").Scan(&indexes).Error; err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(sessionsDDL, "PRIMARY KEY (`session_key`))") || fmt.Sprint(indexes) != "[idx_chat_sessions_agent_id]" {
-			t.Fatalf("chat_sessions: %s with indexes %v; want it keyed by session_key, no index on the id", sessionsDDL, indexes)
+		if !strings.HasSuffix(sessionsDDL, "PRIMARY KEY (`session_key`))") || fmt.Sprint(indexes) != "[idx_chat_sessions_agent_id idx_chat_sessions_id]" {
+			t.Fatalf("chat_sessions: %s with indexes %v; want it keyed by session_key, the id indexed", sessionsDDL, indexes)
 		}
 		if got, err := s.GetSession(ctx, "kept"); err != nil || got.AgentID != "a" || got.Key <= 0 {
 			t.Fatalf("GetSession(kept) after the migration: %+v, %v", got, err)

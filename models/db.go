@@ -113,9 +113,6 @@ type Store struct {
 	// history caches sessions' recent messages (SQLite only; see
 	// historyCache).
 	history *historyCache
-	// sessions finds a session's key by its id (SQLite only; see
-	// sessionIndex).
-	sessions *sessionIndex
 	// recentStmt reads a session's messages on SQLite (recentMessagesSQL).
 	recentStmt preparedStmt
 	// storageFullAt is when a write was last refused for lack of space
@@ -214,7 +211,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Group.onFull = s.NoteStorageFull
 		// Primed below, once the journal's batches are in.
 		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
-		s.sessions = newSessionIndex()
 		s.Group.onCommit = s.history.committed
 		conns.group.Store(s.Group)
 		if journal != nil {

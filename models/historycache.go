@@ -26,10 +26,14 @@ import (
 // never caches what it read before a write committed.
 //
 // Most turns start a session (every request of the benchmark does): the
-// cache also knows which sessions have messages at all (a set of 64-bit
-// hashes of their ids, primed from the database when the store opens and
-// grown by every write), so a session absent from it has no history and is
-// answered without a read. A hash collision only costs a read.
+// cache also knows which sessions may exist (a Bloom filter of their ids'
+// hashes, primed from the database when the store opens and added to by
+// the writer as it stores a session), so a session the filter has
+// certainly not seen has no history and is answered without a read, and
+// the writer inserts it without looking for its row first. A wrong
+// "maybe" only costs that read or that look. The filter's size is fixed,
+// so the cache's memory does not grow with the number of sessions (see
+// sessionFilter).
 type historyCache struct {
 	keep, max int
 	maxBytes  int // bound of the cached messages' size (messageBytes)
@@ -40,11 +44,11 @@ type historyCache struct {
 	entries map[string]*list.Element // of *historyEntry
 	lru     *list.List               // front: most recently used
 	loading map[string]*historyLoad
-	// known holds the hashes of the sessions with messages; nil until
-	// primed (then a session not in it has none).
-	known map[uint64]struct{}
+	// known filters the sessions stored; nil until primed (then a session
+	// it has certainly not seen has no row, and so no messages).
+	known *sessionFilter
 	// written holds the hashes of the sessions given messages by the
-	// writer's transaction not yet committed (markKnown adds, committed
+	// writer's transaction not yet committed (markWritten adds, committed
 	// empties). A read of any other session's messages needs no commit
 	// first: see settled.
 	written map[uint64]struct{}
@@ -94,17 +98,16 @@ func newHistoryCache(keep, sessions, maxBytes int) *historyCache {
 		loading: map[string]*historyLoad{}, written: map[uint64]struct{}{}}
 }
 
-// prime sets the sessions that have messages (all of them, read before
-// this process writes any).
-func (c *historyCache) prime(sessions []string) {
-	known := make(map[uint64]struct{}, len(sessions))
-	for _, s := range sessions {
-		known[maphash.String(c.seed, s)] = struct{}{}
-	}
+// prime sets the sessions stored: known holds all of them (their hash),
+// read before this process writes any.
+func (c *historyCache) prime(known *sessionFilter) {
 	c.mu.Lock()
 	c.known = known
 	c.mu.Unlock()
 }
+
+// hash is the hash of session's id the filter of stored sessions holds.
+func (c *historyCache) hash(session string) uint64 { return maphash.String(c.seed, session) }
 
 // get returns a copy of the newest limit messages of session, oldest first,
 // when the entry can answer.
@@ -114,7 +117,7 @@ func (c *historyCache) get(session string, limit int) ([]ChatMessage, bool) {
 	el, ok := c.entries[session]
 	if !ok {
 		if c.known != nil {
-			if _, has := c.known[maphash.String(c.seed, session)]; !has {
+			if !c.known.mayContain(c.hash(session)) {
 				return nil, true // no message yet
 			}
 		}
@@ -129,27 +132,32 @@ func (c *historyCache) get(session string, limit int) ([]ChatMessage, bool) {
 	return append([]ChatMessage(nil), e.msgs[from:]...), true
 }
 
-// markKnown records that session has messages and reports whether it may
-// have had some before (false: none for certain, the set of known sessions
-// being primed). The group-commit writer calls it as it inserts them,
-// before its batch commits, so the writer's next exchange of the session
-// reads its last number (a batch rolled back leaves a mark that only costs
-// that read).
-func (c *historyCache) markKnown(session string) (mayHaveHad bool) {
+// noteSession records that session is stored and reports whether it may
+// have been before (false: certainly not, the filter being primed). The
+// group-commit writer calls it as it stores the session, before its batch
+// commits (a batch rolled back leaves a mark that only costs a look).
+func (c *historyCache) noteSession(session string) (mayHaveBeen bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := maphash.String(c.seed, session)
-	c.written[h] = struct{}{}
 	if c.known == nil {
 		return true
 	}
-	_, had := c.known[h]
-	c.known[h] = struct{}{}
+	h := c.hash(session)
+	had := c.known.mayContain(h)
+	c.known.add(h)
 	return had
 }
 
+// markWritten records that the writer's open transaction gives session
+// messages (see settled).
+func (c *historyCache) markWritten(session string) {
+	c.mu.Lock()
+	c.written[c.hash(session)] = struct{}{}
+	c.mu.Unlock()
+}
+
 // committed is called by the group commit after each commit (under its
-// writing lock, as markKnown is): every message written so far is
+// writing lock, as markWritten is): every message written so far is
 // committed. A rollback keeps the marks, for the batches the next
 // transaction runs again.
 func (c *historyCache) committed() {
@@ -166,7 +174,7 @@ func (c *historyCache) committed() {
 func (c *historyCache) settled(session string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, w := c.written[maphash.String(c.seed, session)]
+	_, w := c.written[c.hash(session)]
 	return !w
 }
 
@@ -213,7 +221,7 @@ func (c *historyCache) appended(session string, msgs []ChatMessage) {
 		l.stale = true
 	}
 	if c.known != nil && len(msgs) > 0 {
-		c.known[maphash.String(c.seed, session)] = struct{}{}
+		c.known.add(c.hash(session)) // noted by the writer already; here for callers that did not
 	}
 	el, ok := c.entries[session]
 	if !ok {

@@ -96,7 +96,7 @@ func TestHistoryCacheMatchesTheDatabase(t *testing.T) {
 // committed does not cache what it read.
 func TestHistoryCacheLoadRacingAWrite(t *testing.T) {
 	c := newHistoryCache(4, 10, 1<<20)
-	c.prime([]string{"s"})
+	c.prime(filterOf(c, "s"))
 	load := c.startLoad("s")
 	old := []ChatMessage{{Seq: 1}, {Seq: 2}}
 	c.appended("s", []ChatMessage{{Seq: 3}}) // committed while the load read
@@ -129,7 +129,7 @@ func TestHistoryCacheLoadRacingAWrite(t *testing.T) {
 func TestHistoryCacheBoundedBySize(t *testing.T) {
 	long := strings.Repeat("x", 10_000)
 	c := newHistoryCache(4, 1000, 100_000) // room for about 9 messages of 10 kB
-	c.prime(nil)
+	c.prime(filterOf(c))
 	for i := range 30 {
 		s := fmt.Sprintf("s%d", i)
 		c.appended(s, []ChatMessage{{Seq: 1, Content: long}, {Seq: 2, Content: long}})
@@ -214,4 +214,13 @@ func TestHistoryReadWaitsOnlyForItsSession(t *testing.T) {
 	if uncommitted() {
 		t.Fatal("reading a session with acknowledged messages did not make the writer commit them")
 	}
+}
+
+// filterOf is a filter of stored sessions holding sessions, for c.
+func filterOf(c *historyCache, sessions ...string) *sessionFilter {
+	f := newSessionFilter(len(sessions))
+	for _, s := range sessions {
+		f.add(c.hash(s))
+	}
+	return f
 }

@@ -23,10 +23,13 @@ import (
 // session's messages go to the end of the index, as the action log's and
 // the ledger's time-ordered ids already do.
 //
-// chat_sessions' primary key on the id was the last random index on the
-// chat path; data migration 7 makes session_key the table's key on SQLite
-// and drops the index on the id. The store finds a session's key by its id
-// in memory (sessionIndex).
+// On SQLite, data migration 7 makes session_key chat_sessions' key (its
+// rows in creation order) and migration 8 gives the id an index of its
+// own, by which a session's key is found. For a while the gateway had
+// no index on the id and found keys in memory instead, which saved a
+// random leaf page per new session (2-3 % of the chat path's throughput)
+// but held every session in memory: memory grew with the number of
+// sessions, without bound (docs/decisions.md).
 //
 // A session gets its key when it is created and keeps it, from a counter
 // the store holds (the group commit is the only writer; primeSessions
@@ -43,6 +46,23 @@ func init() {
 		Up: keyMessagesBySession})
 	registerDataMigration(dataMigration{Version: 7, Name: "chat_sessions: keyed by their sequential key on SQLite, without an index on the id",
 		Up: keySessionsByKey})
+	registerDataMigration(dataMigration{Version: 8, Name: "chat_sessions: an index on the id on SQLite",
+		Up: indexSessionIDs})
+}
+
+// indexSessionIDs gives SQLite's chat_sessions (keyed by session_key since
+// migration 7) an index on the id, where the store finds a session's key
+// by its id. It is not a unique index: the writer keeps the ids unique
+// (see storeSession), and a unique index's check would cost every new
+// session a statement journal.
+func indexSessionIDs(_ context.Context, tx *gorm.DB, driver string) error {
+	if driver != DriverSQLite {
+		return nil
+	}
+	if err := tx.Exec("CREATE INDEX IF NOT EXISTS idx_chat_sessions_id ON chat_sessions (id)").Error; err != nil {
+		return fmt.Errorf("index chat_sessions' ids: %w", err)
+	}
+	return nil
 }
 
 // keyMessagesBySession gives every session its key and every message its
@@ -145,15 +165,17 @@ func primaryKeyClause(column string) *regexp.Regexp {
 	return regexp.MustCompile("(?i)PRIMARY KEY\\s*\\(\\s*[`\"\\[]?" + column + "[`\"\\]]?\\s*\\)")
 }
 
-// The SQLite writer's statements of a session (see saveExchangeSQL): a new
-// session is inserted with its key; an existing one, found by its key, is
-// touched, the id checked (see sessionIndex); lastSeqSQL reads the number
+// The SQLite writer's statements of a session (see storeSession): an
+// existing session's key is read by its id and the session touched by its
+// key (an UPDATE ... RETURNING would make SQLite journal the statement's
+// pages); a new one is inserted with its key; lastSeqSQL reads the number
 // of a session's last message.
 const (
+	sessionKeySQL    = `SELECT session_key FROM chat_sessions WHERE id = ? ORDER BY session_key LIMIT 1`
+	touchSessionSQL  = `UPDATE chat_sessions SET updated_at = ?, username = ? WHERE session_key = ?`
 	insertSessionSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	touchSessionSQL = `UPDATE chat_sessions SET updated_at = ?, username = ? WHERE session_key = ? AND id = ?`
-	lastSeqSQL      = `SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_key = ?`
+	lastSeqSQL = `SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_key = ?`
 )
 
 // SessionMessagesJoin is the condition joining chat_messages AS m to the
