@@ -181,7 +181,15 @@ var ErrNotFound = errors.New("not found")
 // GetSession returns a session by id.
 func (s *Store) GetSession(ctx context.Context, id string) (*ChatSession, error) {
 	var sess ChatSession
-	err := s.DB.WithContext(ctx).First(&sess, "id = ?", id).Error
+	q := s.DB.WithContext(ctx)
+	if s.window != nil {
+		if key, ok := s.window.get(id); ok {
+			q = q.Where("session_key = ?", key)
+		} else {
+			q = q.Where("session_key IN (SELECT session_key FROM chat_session_ids WHERE digest = ?)", sessionDigest(id))
+		}
+	}
+	err := q.First(&sess, "id = ?", id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, ErrNotFound
 	}
@@ -227,19 +235,29 @@ func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int)
 // GORM's reflection were about two thirds of the read's cost (profiled at
 // one connection, where returning sessions the history cache does not hold
 // read their history). Text columns may be NULL in rows written by hand.
-// The session's key comes from its id through chat_sessions' index on the
-// id (data migration 8).
-const recentMessagesSQL = `SELECT id, session_id, session_key, seq, COALESCE(run_id, ''), COALESCE(role, ''), COALESCE(content, ''),
+// recentMessagesSQL reads by the key the session window holds,
+// spilledMessagesSQL by the keys chat_session_ids holds for the id's
+// digest (see sessionWindow).
+const (
+	recentMessagesSQL = `SELECT id, session_id, session_key, seq, COALESCE(run_id, ''), COALESCE(role, ''), COALESCE(content, ''),
 COALESCE(tool_calls, ''), COALESCE(tool_call_id, ''), COALESCE(name, ''), created_at
-FROM chat_messages WHERE session_key = (SELECT session_key FROM chat_sessions WHERE id = ?1) AND session_id = ?1
-ORDER BY seq DESC LIMIT ?2`
+FROM chat_messages WHERE session_key = ? AND session_id = ? ORDER BY seq DESC LIMIT ?`
+	spilledMessagesSQL = `SELECT id, session_id, session_key, seq, COALESCE(run_id, ''), COALESCE(role, ''), COALESCE(content, ''),
+COALESCE(tool_calls, ''), COALESCE(tool_call_id, ''), COALESCE(name, ''), created_at
+FROM chat_messages WHERE session_key IN (SELECT session_key FROM chat_session_ids WHERE digest = ?) AND session_id = ?
+ORDER BY seq DESC LIMIT ?`
+)
 
 func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
-	st, err := s.recentStmt.get(ctx, s.DB, recentMessagesSQL)
+	stmt, query, args := &s.spilledStmt, spilledMessagesSQL, []any{sessionDigest(sessionID), sessionID, limit}
+	if key, ok := s.window.get(sessionID); ok {
+		stmt, query, args = &s.recentStmt, recentMessagesSQL, []any{key, sessionID, limit}
+	}
+	st, err := stmt.get(ctx, s.DB, query)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, sessionID, limit)
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read session messages: %w", err)
 	}
@@ -258,27 +276,33 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 	return msgs, nil
 }
 
-// primeSessions tells the history cache which sessions are stored and
+// primeSessions tells the history cache which sessions are stored, fills
+// the session window with those chat_session_ids does not hold yet and
 // makes newSessionKey continue after the largest key stored, in one pass
 // over chat_sessions (SQLite, when the store opens: its writer is the only
 // writer of chat_sessions, so no other process adds sessions meanwhile).
 func (s *Store) primeSessions(ctx context.Context) error {
-	var stored, last int64
-	if err := s.DB.WithContext(ctx).Raw("SELECT COUNT(*), COALESCE(MAX(session_key), 0) FROM chat_sessions").Row().Scan(&stored, &last); err != nil {
+	var stored, last, through int64
+	if err := s.DB.WithContext(ctx).Raw("SELECT COUNT(*), COALESCE(MAX(session_key), 0), (SELECT session_key FROM chat_session_ids_through) FROM chat_sessions").
+		Row().Scan(&stored, &last, &through); err != nil {
 		return fmt.Errorf("open database: count sessions: %w", err)
 	}
 	known := newSessionFilter(int(stored))
-	rows, err := s.DB.WithContext(ctx).Raw("SELECT id FROM chat_sessions").Rows()
+	rows, err := s.DB.WithContext(ctx).Raw("SELECT id, session_key FROM chat_sessions ORDER BY session_key").Rows()
 	if err != nil {
 		return fmt.Errorf("open database: list sessions: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
+		var key int64
+		if err := rows.Scan(&id, &key); err != nil {
 			return fmt.Errorf("open database: list sessions: %w", err)
 		}
 		known.add(s.history.hash(id))
+		if key > through {
+			s.window.add(id, key)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("open database: list sessions: %w", err)
@@ -375,27 +399,39 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 // inserted without looking for its row first: the writer is the only
 // writer of chat_sessions on SQLite and notes every session it stores
 // there, so such a session has no row (the filter was primed with every
-// row when the store opened). That keeps the ids unique without a unique
-// index, whose check would cost every new session a statement journal.
+// row when the store opened). A key found for the id whose row does not
+// hold it (its insert rolled back) touches nothing: the session is
+// inserted with a new key then.
 func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession, now time.Time) (inserted bool, err error) {
 	if s.history == nil || s.history.noteSession(sess.ID) {
-		q, err := s.Group.Stmt(ctx, tx, sessionKeySQL)
+		key, found, err := s.writerSessionKey(ctx, tx, sess.ID)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("store session: %w", err)
 		}
-		switch err := q.QueryRowContext(ctx, sess.ID).Scan(&sess.Key); {
-		case err == nil:
-			if err := s.Group.Exec(ctx, tx, touchSessionSQL, now, sess.Username, sess.Key); err != nil {
+		if found {
+			n, err := s.Group.ExecCount(ctx, tx, touchSessionSQL, now, sess.Username, key, sess.ID)
+			if err != nil {
 				return false, fmt.Errorf("store session: %w", err)
 			}
-			return false, nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return false, fmt.Errorf("store session: %w", err)
+			if n == 1 {
+				sess.Key = key
+				return false, nil
+			}
 		}
 	}
 	sess.Key = s.newSessionKey()
 	if err := s.Group.Exec(ctx, tx, insertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
 		return false, fmt.Errorf("store session: %w", err)
+	}
+	s.window.add(sess.ID, sess.Key)
+	if s.window.full() && !s.window.spilled {
+		// Upkeep, not this exchange's work: a bulk that fails (a statement
+		// SQLite refused, which undoes that statement alone) is logged and
+		// tried again at the next new session; its sessions stay in the
+		// window meanwhile.
+		if err := s.spillSessions(ctx, tx); err != nil {
+			s.log.Warn("session window: write the oldest sessions to chat_session_ids", "err", err)
+		}
 	}
 	return true, nil
 }

@@ -111,7 +111,7 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		if strings.Contains(ddl, "AUTOINCREMENT") {
 			t.Fatalf("chat_messages still has AUTOINCREMENT: %s", ddl)
 		}
-		// Data migrations 7 and 8, and GORM leaves the key alone on the
+		// Data migrations 7 to 9, and GORM leaves the key alone on the
 		// next Open.
 		var sessionsDDL string
 		var indexes []string
@@ -121,8 +121,18 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		if err := s.DB.Raw("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_sessions' ORDER BY name").Scan(&indexes).Error; err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(sessionsDDL, "PRIMARY KEY (`session_key`))") || fmt.Sprint(indexes) != "[idx_chat_sessions_agent_id idx_chat_sessions_id]" {
-			t.Fatalf("chat_sessions: %s with indexes %v; want it keyed by session_key, the id indexed", sessionsDDL, indexes)
+		if !strings.HasSuffix(sessionsDDL, "PRIMARY KEY (`session_key`))") || fmt.Sprint(indexes) != "[idx_chat_sessions_agent_id]" {
+			t.Fatalf("chat_sessions: %s with indexes %v; want it keyed by session_key, no index on the id", sessionsDDL, indexes)
+		}
+		// Data migration 9: every session stored before is in
+		// chat_session_ids, and the mark is past the largest key.
+		var sessions, digested, through, largest int64
+		if err := s.DB.Raw(`SELECT (SELECT COUNT(*) FROM chat_sessions), (SELECT COUNT(*) FROM chat_session_ids d JOIN chat_sessions s ON s.session_key = d.session_key),
+(SELECT session_key FROM chat_session_ids_through), (SELECT MAX(session_key) FROM chat_sessions)`).Row().Scan(&sessions, &digested, &through, &largest); err != nil {
+			t.Fatal(err)
+		}
+		if sessions == 0 || digested != sessions || through != largest {
+			t.Fatalf("%d sessions, %d of them in chat_session_ids, mark %d, largest key %d", sessions, digested, through, largest)
 		}
 		if got, err := s.GetSession(ctx, "kept"); err != nil || got.AgentID != "a" || got.Key <= 0 {
 			t.Fatalf("GetSession(kept) after the migration: %+v, %v", got, err)

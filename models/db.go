@@ -113,8 +113,12 @@ type Store struct {
 	// history caches sessions' recent messages (SQLite only; see
 	// historyCache).
 	history *historyCache
-	// recentStmt reads a session's messages on SQLite (recentMessagesSQL).
-	recentStmt preparedStmt
+	// recentStmt and spilledStmt read a session's messages on SQLite
+	// (recentMessagesSQL, spilledMessagesSQL).
+	recentStmt, spilledStmt preparedStmt
+	// window finds the newest sessions' keys by id (SQLite only; see
+	// sessionWindow).
+	window *sessionWindow
 	// storageFullAt is when a write was last refused for lack of space
 	// (unix nanoseconds, 0: never; see NoteStorageFull).
 	storageFullAt atomic.Int64
@@ -211,7 +215,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Group.onFull = s.NoteStorageFull
 		// Primed below, once the journal's batches are in.
 		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
-		s.Group.onCommit = s.history.committed
+		s.window = newSessionWindow()
+		s.Group.onCommit = func() {
+			s.history.committed()
+			s.dropSpilled()
+		}
 		conns.group.Store(s.Group)
 		if journal != nil {
 			if err := s.Group.recoverJournal(ctx, left); err != nil {

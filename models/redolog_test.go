@@ -283,3 +283,59 @@ func (g *GroupCommit) unsettledForTest() bool {
 	defer g.writing.Unlock()
 	return g.unsettled()
 }
+
+// A bulk of the session window (see sessionWindow) written while the
+// writer's transaction lingers is in the redo log only; after a crash the
+// next open runs it again with the sessions' inserts, and every session is
+// found by its id again, the older ones through chat_session_ids, and
+// continued under its own key.
+func TestASessionBulkSurvivesACrash(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	live, _ := journalTestLedger(t, filepath.Join(dir, "live.db"), false)
+	setLinger(t, live, time.Hour)
+	live.window.max = 4
+	keys := map[string]int64{}
+	for i := range 10 {
+		sess := &ChatSession{ID: fmt.Sprintf("s%d", i), AgentID: "a", Subject: "alice", Source: "chat"}
+		if err := live.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: "one"}}); err != nil {
+			t.Fatal(err)
+		}
+		keys[sess.ID] = sess.Key
+	}
+	if !live.window.spilled || !live.Group.unsettledForTest() {
+		t.Fatal("no bulk lingers: the test would prove nothing")
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	copyDatabase(t, filepath.Join(dir, "live.db"), crashed)
+
+	st, _ := journalTestLedger(t, crashed, false)
+	var through, digested int64
+	if err := st.DB.Raw("SELECT (SELECT session_key FROM chat_session_ids_through), (SELECT COUNT(*) FROM chat_session_ids)").Row().Scan(&through, &digested); err != nil {
+		t.Fatal(err)
+	}
+	if through == 0 || digested == 0 {
+		t.Fatalf("after the replay: mark %d, %d digests; want the bulk written", through, digested)
+	}
+	for id, key := range keys {
+		if _, inWindow := st.window.get(id); inWindow == (key <= through) {
+			t.Fatalf("%s (key %d, mark %d): in the window %v", id, key, through, inWindow)
+		}
+		if got, err := st.GetSession(ctx, id); err != nil || got.Key != key {
+			t.Fatalf("GetSession(%s): %+v, %v", id, got, err)
+		}
+		sess := &ChatSession{ID: id, AgentID: "a", Subject: "alice", Source: "chat"}
+		if err := st.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: "two"}}); err != nil {
+			t.Fatal(err)
+		}
+		if sess.Key != key {
+			t.Fatalf("%s continued under key %d after the crash, want %d", id, sess.Key, key)
+		}
+		if msgs, err := st.recentMessages(ctx, id, 10); err != nil || len(msgs) != 2 || msgs[1].Seq != 2 {
+			t.Fatalf("history of %s: %+v %v", id, msgs, err)
+		}
+	}
+	if n := countRows(t, st, "chat_sessions"); n != 10 {
+		t.Fatalf("%d session rows after the crash, want 10", n)
+	}
+}

@@ -1,9 +1,14 @@
 package models
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -24,12 +29,10 @@ import (
 // the ledger's time-ordered ids already do.
 //
 // On SQLite, data migration 7 makes session_key chat_sessions' key (its
-// rows in creation order) and migration 8 gives the id an index of its
-// own, by which a session's key is found. For a while the gateway had
-// no index on the id and found keys in memory instead, which saved a
-// random leaf page per new session (2-3 % of the chat path's throughput)
-// but held every session in memory: memory grew with the number of
-// sessions, without bound (docs/decisions.md).
+// rows in creation order), without an index on the id; a session's key is
+// found by its id through the session window and chat_session_ids
+// (migration 9, see sessionWindow). Migration 8 gave the id an index for
+// a day; migration 9 drops it again.
 //
 // A session gets its key when it is created and keeps it, from a counter
 // the store holds (the group commit is the only writer; primeSessions
@@ -48,13 +51,169 @@ func init() {
 		Up: keySessionsByKey})
 	registerDataMigration(dataMigration{Version: 8, Name: "chat_sessions: an index on the id on SQLite",
 		Up: indexSessionIDs})
+	registerDataMigration(dataMigration{Version: 9, Name: "chat_sessions: found by id through chat_session_ids on SQLite, not an index on the id",
+		Up: digestSessionIDs})
 }
 
-// indexSessionIDs gives SQLite's chat_sessions (keyed by session_key since
-// migration 7) an index on the id, where the store finds a session's key
-// by its id. It is not a unique index: the writer keeps the ids unique
-// (see storeSession), and a unique index's check would cost every new
-// session a statement journal.
+// digestSessionIDs replaces SQLite's index on chat_sessions.id (migration
+// 8) with chat_session_ids, holding every stored session (see
+// sessionWindow).
+func digestSessionIDs(ctx context.Context, tx *gorm.DB, driver string) error {
+	if driver != DriverSQLite {
+		return nil
+	}
+	steps := []string{
+		"DROP INDEX IF EXISTS idx_chat_sessions_id",
+		`CREATE TABLE IF NOT EXISTS chat_session_ids (digest INTEGER NOT NULL, session_key INTEGER NOT NULL,
+PRIMARY KEY (digest, session_key)) WITHOUT ROWID`,
+		`CREATE TABLE IF NOT EXISTS chat_session_ids_through (id INTEGER PRIMARY KEY CHECK (id = 1), session_key INTEGER NOT NULL)`,
+		"INSERT OR IGNORE INTO chat_session_ids_through (id, session_key) VALUES (1, 0)",
+	}
+	for i, q := range steps {
+		if err := tx.Exec(q).Error; err != nil {
+			return fmt.Errorf("digest session ids, step %d of %d: %w", i+1, len(steps), err)
+		}
+	}
+	rows, err := tx.Raw("SELECT id, session_key FROM chat_sessions").Rows()
+	if err != nil {
+		return fmt.Errorf("digest session ids: %w", err)
+	}
+	var all []windowEntry
+	var last int64
+	for rows.Next() {
+		var e windowEntry
+		if err := rows.Scan(&e.id, &e.key); err != nil {
+			rows.Close()
+			return fmt.Errorf("digest session ids: %w", err)
+		}
+		all = append(all, e)
+		last = max(last, e.key)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("digest session ids: %w", err)
+	}
+	exec := func(q string, args ...any) error { return tx.Exec(q, args...).Error }
+	if err := writeSessionDigests(all, exec); err != nil {
+		return err
+	}
+	return exec(setSpilledThroughSQL, last)
+}
+
+// digestsPerInsert is the rows of one INSERT into chat_session_ids (two
+// variables a row, well under SQLite's limit of 32,766).
+const digestsPerInsert = 500
+
+// insertDigestsSQL inserts digestsPerInsert rows; a shorter bulk repeats
+// its last row (OR IGNORE), so one prepared statement serves every bulk.
+var insertDigestsSQL = "INSERT OR IGNORE INTO chat_session_ids (digest, session_key) VALUES (?, ?)" +
+	strings.Repeat(", (?, ?)", digestsPerInsert-1)
+
+const (
+	setSpilledThroughSQL = "UPDATE chat_session_ids_through SET session_key = ? WHERE id = 1"
+	spilledThroughSQL    = "SELECT session_key FROM chat_session_ids_through WHERE id = 1"
+)
+
+// writeSessionDigests writes the digests of sessions into
+// chat_session_ids, in digest order (each leaf page written once).
+func writeSessionDigests(sessions []windowEntry, exec func(q string, args ...any) error) error {
+	type row struct{ digest, key int64 }
+	rows := make([]row, len(sessions))
+	for i, e := range sessions {
+		rows[i] = row{sessionDigest(e.id), e.key}
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Or(cmp.Compare(a.digest, b.digest), cmp.Compare(a.key, b.key)) })
+	args := make([]any, 0, 2*digestsPerInsert)
+	for start := 0; start < len(rows); start += digestsPerInsert {
+		part := rows[start:min(start+digestsPerInsert, len(rows))]
+		args = args[:0]
+		for i := range digestsPerInsert {
+			r := part[min(i, len(part)-1)]
+			args = append(args, r.digest, r.key)
+		}
+		if err := exec(insertDigestsSQL, args...); err != nil {
+			return fmt.Errorf("write session digests: %w", err)
+		}
+	}
+	return nil
+}
+
+// spillSessions writes the oldest half of the session window to
+// chat_session_ids in the writer's transaction tx and moves the mark past
+// them. The window forgets them once a commit is known to hold the mark
+// (dropSpilled).
+func (s *Store) spillSessions(ctx context.Context, tx *sql.Tx) error {
+	oldest := s.window.oldest(s.window.max / 2)
+	if len(oldest) == 0 {
+		return nil
+	}
+	exec := func(q string, args ...any) error { return s.Group.Exec(ctx, tx, q, args...) }
+	if err := writeSessionDigests(oldest, exec); err != nil {
+		return err
+	}
+	if err := exec(setSpilledThroughSQL, oldest[len(oldest)-1].key); err != nil {
+		return fmt.Errorf("write session digests: %w", err)
+	}
+	s.window.spilled = true
+	return nil
+}
+
+// dropSpilled runs after each commit (the writer's onCommit): after a
+// bulk, it reads the committed mark on the writer's connection and makes
+// the window forget the sessions up to it. A bulk that rolled back did
+// not move the mark: its sessions stay for the next bulk.
+func (s *Store) dropSpilled() {
+	if !s.window.spilled {
+		return
+	}
+	s.window.spilled = false
+	var through int64
+	// The writer's own connection, free after the commit (without a redo
+	// log the writer commits on the pool's); a settled read does not ask
+	// the writer to commit (it just did).
+	ctx := withSettledRead(context.Background())
+	var err error
+	if s.Group.conn != nil {
+		err = s.Group.conn.QueryRowContext(ctx, spilledThroughSQL).Scan(&through)
+	} else {
+		err = s.DB.WithContext(ctx).Raw(spilledThroughSQL).Row().Scan(&through)
+	}
+	if err != nil {
+		s.log.Warn("session window: read the mark of sessions written to chat_session_ids", "err", err)
+		return
+	}
+	s.window.dropThrough(through)
+}
+
+// writerSessionKey finds the key of the session with id for the writer,
+// in its transaction: in the window, or in chat_session_ids (the id
+// checked on the row).
+func (s *Store) writerSessionKey(ctx context.Context, tx *sql.Tx, id string) (int64, bool, error) {
+	if s.window == nil {
+		return 0, false, nil
+	}
+	if key, ok := s.window.get(id); ok {
+		return key, true, nil
+	}
+	q, err := s.Group.Stmt(ctx, tx, spilledKeySQL)
+	if err != nil {
+		return 0, false, err
+	}
+	var key int64
+	switch err := q.QueryRowContext(ctx, sessionDigest(id), id).Scan(&key); {
+	case err == nil:
+		return key, true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	default:
+		return 0, false, err
+	}
+}
+
+// indexSessionIDs gave SQLite's chat_sessions an index on the id, where
+// the store found a session's key by its id (it no longer held every
+// session in memory). Migration 9 replaced it: each new session wrote a
+// random leaf page of that index.
 func indexSessionIDs(_ context.Context, tx *gorm.DB, driver string) error {
 	if driver != DriverSQLite {
 		return nil
@@ -166,13 +325,13 @@ func primaryKeyClause(column string) *regexp.Regexp {
 }
 
 // The SQLite writer's statements of a session (see storeSession): an
-// existing session's key is read by its id and the session touched by its
-// key (an UPDATE ... RETURNING would make SQLite journal the statement's
-// pages); a new one is inserted with its key; lastSeqSQL reads the number
-// of a session's last message.
+// existing session, its key found by its id (see sessionWindow), is
+// touched by its key, the id checked; a new one is inserted with its key;
+// lastSeqSQL reads the number of a session's last message.
 const (
-	sessionKeySQL    = `SELECT session_key FROM chat_sessions WHERE id = ? ORDER BY session_key LIMIT 1`
-	touchSessionSQL  = `UPDATE chat_sessions SET updated_at = ?, username = ? WHERE session_key = ?`
+	spilledKeySQL = `SELECT s.session_key FROM chat_session_ids d JOIN chat_sessions s ON s.session_key = d.session_key
+WHERE d.digest = ? AND s.id = ? ORDER BY s.session_key LIMIT 1`
+	touchSessionSQL  = `UPDATE chat_sessions SET updated_at = ?, username = ? WHERE session_key = ? AND id = ?`
 	insertSessionSQL = `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	lastSeqSQL = `SELECT COALESCE(MAX(seq), 0) FROM chat_messages WHERE session_key = ?`

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -98,5 +99,117 @@ func TestSessionKeys(t *testing.T) {
 				t.Errorf("history of a after a restart: %q", got)
 			}
 		})
+	}
+}
+
+// TestSessionWindowSpills: on SQLite the newest sessions are found in
+// memory and older ones in chat_session_ids, written in bulk when the
+// window is full. Every session stays found by its id (its row, its
+// history, its next exchange continuing it) while the window stays
+// bounded, after a bulk that rolled back, and after a restart.
+func TestSessionWindowSpills(t *testing.T) {
+	ctx := context.Background()
+	opts := backends[0].opts(t) // SQLite
+	s := mustOpen(t, opts)
+	s.window.max = 8
+	exchange := func(s *Store, session, text string) *ChatSession {
+		t.Helper()
+		sess := &ChatSession{ID: session, AgentID: "a", Subject: "sub", UserID: "u", Username: "u", Source: "chat"}
+		if err := s.SaveExchange(ctx, sess, nil, []ChatMessage{{Role: "user", Content: text}}); err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	checkAll := func(s *Store, n int, want string) {
+		t.Helper()
+		for i := range n {
+			id := fmt.Sprintf("s%d", i)
+			if got, err := s.GetSession(ctx, id); err != nil || got.ID != id {
+				t.Fatalf("GetSession(%s): %+v, %v", id, got, err)
+			}
+			msgs, err := s.recentMessages(ctx, id, 50) // the database, not the cache
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, m := range msgs {
+				got += fmt.Sprintf("%d:%s ", m.Seq, m.Content)
+			}
+			if got != want {
+				t.Fatalf("history of %s: %q, want %q", id, got, want)
+			}
+		}
+	}
+	const n = 30
+	keys := map[string]int64{}
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		keys[id] = exchange(s, id, "one").Key
+		// A read on the pool makes the lingering transaction commit, as
+		// the linger timer would within 20 ms: the window drops a bulk
+		// only once it is committed, and writes the next only then.
+		if _, err := s.GetSession(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var digested, through int64
+	if err := s.DB.Raw("SELECT (SELECT COUNT(*) FROM chat_session_ids), (SELECT session_key FROM chat_session_ids_through)").Row().Scan(&digested, &through); err != nil {
+		t.Fatal(err)
+	}
+	if digested == 0 || through == 0 || len(s.window.keys) > s.window.max {
+		t.Fatalf("after %d sessions: %d digests written, mark %d, window of %d (max %d)", n, digested, through, len(s.window.keys), s.window.max)
+	}
+	if _, held := s.window.get("s0"); held {
+		t.Fatal("the oldest session is still in the window after its bulk committed")
+	}
+	checkAll(s, n, "1:one ")
+
+	// A bulk whose transaction rolls back leaves its sessions in the window.
+	before := len(s.window.keys)
+	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.spillSessions(ctx, tx); err != nil {
+			return err
+		}
+		return errors.New("the batch fails")
+	})
+	if err == nil {
+		t.Fatal("the failing job succeeded")
+	}
+	exchange(s, "after-rollback", "x") // a commit after the rollback
+	if len(s.window.keys) < before {
+		t.Fatalf("the window dropped sessions of a bulk that rolled back: %d, was %d", len(s.window.keys), before)
+	}
+
+	// Every session continues under its own key, found in memory or in
+	// chat_session_ids, with its one row.
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		if got := exchange(s, id, "two"); got.Key != keys[id] {
+			t.Fatalf("%s continued under key %d, want %d", id, got.Key, keys[id])
+		}
+	}
+	checkAll(s, n, "1:one 2:two ")
+	var rows int64
+	if err := s.DB.Raw("SELECT COUNT(*) FROM chat_sessions").Scan(&rows).Error; err != nil || rows != n+1 {
+		t.Fatalf("%d session rows, %v; want %d", rows, err, n+1)
+	}
+
+	// After a restart the window holds only the sessions past the mark.
+	s.Close()
+	s = mustOpen(t, opts)
+	if err := s.DB.Raw("SELECT session_key FROM chat_session_ids_through").Scan(&through).Error; err != nil {
+		t.Fatal(err)
+	}
+	for id, key := range s.window.keys {
+		if key <= through {
+			t.Fatalf("window primed with %s (key %d), at or below the mark %d", id, key, through)
+		}
+	}
+	checkAll(s, n, "1:one 2:two ")
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		if got := exchange(s, id, "three"); got.Key != keys[id] {
+			t.Fatalf("%s continued under key %d after a restart, want %d", id, got.Key, keys[id])
+		}
 	}
 }
