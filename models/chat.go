@@ -238,20 +238,28 @@ func (s *Store) recentMessages(ctx context.Context, sessionID string, limit int)
 // recentMessagesSQL reads by the key the session window holds,
 // spilledMessagesSQL by the keys chat_session_ids holds for the id's
 // digest (see sessionWindow).
+//
+// Neither has a LIMIT: the reader stops after the rows it wants. A bound
+// LIMIT (LIMIT ?) made SQLite prepare the statement again at every run,
+// half of the read's cost (a constant LIMIT would need a statement per
+// limit).
 const (
 	recentMessagesSQL = `SELECT id, session_id, session_key, seq, COALESCE(run_id, ''), COALESCE(role, ''), COALESCE(content, ''),
 COALESCE(tool_calls, ''), COALESCE(tool_call_id, ''), COALESCE(name, ''), created_at
-FROM chat_messages WHERE session_key = ? AND session_id = ? ORDER BY seq DESC LIMIT ?`
+FROM chat_messages WHERE session_key = ? AND session_id = ? ORDER BY seq DESC`
 	spilledMessagesSQL = `SELECT id, session_id, session_key, seq, COALESCE(run_id, ''), COALESCE(role, ''), COALESCE(content, ''),
 COALESCE(tool_calls, ''), COALESCE(tool_call_id, ''), COALESCE(name, ''), created_at
 FROM chat_messages WHERE session_key IN (SELECT session_key FROM chat_session_ids WHERE digest = ?) AND session_id = ?
-ORDER BY seq DESC LIMIT ?`
+ORDER BY seq DESC`
 )
 
 func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limit int) ([]ChatMessage, error) {
-	stmt, query, args := &s.spilledStmt, spilledMessagesSQL, []any{sessionDigest(sessionID), sessionID, limit}
+	if limit <= 0 {
+		return nil, nil
+	}
+	stmt, query, args := &s.spilledStmt, spilledMessagesSQL, []any{sessionDigest(sessionID), sessionID}
 	if key, ok := s.window.get(sessionID); ok {
-		stmt, query, args = &s.recentStmt, recentMessagesSQL, []any{key, sessionID, limit}
+		stmt, query, args = &s.recentStmt, recentMessagesSQL, []any{key, sessionID}
 	}
 	st, err := stmt.get(ctx, s.DB, query)
 	if err != nil {
@@ -269,6 +277,9 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 			return nil, fmt.Errorf("read session messages: %w", err)
 		}
 		msgs = append(msgs, m)
+		if len(msgs) == limit {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read session messages: %w", err)
