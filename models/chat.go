@@ -440,7 +440,7 @@ func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession,
 		// SQLite refused, which undoes that statement alone) is logged and
 		// tried again at the next new session; its sessions stay in the
 		// window meanwhile.
-		if err := s.spillSessions(ctx, tx); err != nil {
+		if err := s.spillSessions(ctx, tx, s.window.max/2); err != nil {
 			s.log.Warn("session window: write the oldest sessions to chat_session_ids", "err", err)
 		}
 	}

@@ -236,6 +236,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
+		if err := s.spillPrimed(ctx); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

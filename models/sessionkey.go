@@ -138,12 +138,12 @@ func writeSessionDigests(sessions []windowEntry, exec func(q string, args ...any
 	return nil
 }
 
-// spillSessions writes the oldest half of the session window to
+// spillSessions writes the n oldest sessions of the session window to
 // chat_session_ids in the writer's transaction tx and moves the mark past
 // them. The window forgets them once a commit is known to hold the mark
 // (dropSpilled).
-func (s *Store) spillSessions(ctx context.Context, tx *sql.Tx) error {
-	oldest := s.window.oldest(s.window.max / 2)
+func (s *Store) spillSessions(ctx context.Context, tx *sql.Tx, n int) error {
+	oldest := s.window.oldest(n)
 	if len(oldest) == 0 {
 		return nil
 	}
@@ -155,6 +155,26 @@ func (s *Store) spillSessions(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("write session digests: %w", err)
 	}
 	s.window.spilled = true
+	return nil
+}
+
+// spillPrimed writes, when the store opens with a full window (rows
+// another tool added, or bulks that kept failing), all but the newest
+// half-window of its sessions in one bulk, committed at once.
+func (s *Store) spillPrimed(ctx context.Context) error {
+	excess := s.window.size() - s.window.max/2
+	if excess <= 0 || !s.window.full() {
+		return nil
+	}
+	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.spillSessions(ctx, tx, excess) })
+	if err != nil {
+		return fmt.Errorf("open database: write session digests: %w", err)
+	}
+	// A read on the pool makes the writer commit (and drop the bulk).
+	var one int
+	if err := s.DB.WithContext(ctx).Raw("SELECT 1").Row().Scan(&one); err != nil {
+		return fmt.Errorf("open database: write session digests: %w", err)
+	}
 	return nil
 }
 

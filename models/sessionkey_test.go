@@ -32,18 +32,7 @@ func TestSessionKeys(t *testing.T) {
 				}
 				return sess
 			}
-			history := func(s *Store, session string) string {
-				t.Helper()
-				msgs, err := s.recentMessages(ctx, session, 50) // the database, not the cache
-				if err != nil {
-					t.Fatal(err)
-				}
-				out := ""
-				for _, m := range msgs {
-					out += fmt.Sprintf("%d:%s ", m.Seq, m.Content)
-				}
-				return out
-			}
+			history := func(s *Store, session string) string { return storedHistory(t, s, session) }
 			a1 := exchange(s, "a", "a1", "a2")
 			b1 := exchange(s, "b", "b1")
 			a2 := exchange(s, "a", "a3")
@@ -127,15 +116,7 @@ func TestSessionWindowSpills(t *testing.T) {
 			if got, err := s.GetSession(ctx, id); err != nil || got.ID != id {
 				t.Fatalf("GetSession(%s): %+v, %v", id, got, err)
 			}
-			msgs, err := s.recentMessages(ctx, id, 50) // the database, not the cache
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := ""
-			for _, m := range msgs {
-				got += fmt.Sprintf("%d:%s ", m.Seq, m.Content)
-			}
-			if got != want {
+			if got := storedHistory(t, s, id); got != want {
 				t.Fatalf("history of %s: %q, want %q", id, got, want)
 			}
 		}
@@ -167,7 +148,7 @@ func TestSessionWindowSpills(t *testing.T) {
 	// A bulk whose transaction rolls back leaves its sessions in the window.
 	before := len(s.window.keys)
 	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if err := s.spillSessions(ctx, tx); err != nil {
+		if err := s.spillSessions(ctx, tx, s.window.max/2); err != nil {
 			return err
 		}
 		return errors.New("the batch fails")
@@ -206,10 +187,35 @@ func TestSessionWindowSpills(t *testing.T) {
 		}
 	}
 	checkAll(s, n, "1:one 2:two ")
+	// A window primed with more sessions than it holds (rows another tool
+	// added) writes the excess at once, down to half its size.
+	s.window.max = 4
+	if err := s.spillPrimed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.window.size(); got != 2 {
+		t.Fatalf("window of %d after the bulk at open, want 2", got)
+	}
+	checkAll(s, n, "1:one 2:two ")
 	for i := range n {
 		id := fmt.Sprintf("s%d", i)
 		if got := exchange(s, id, "three"); got.Key != keys[id] {
 			t.Fatalf("%s continued under key %d after a restart, want %d", id, got.Key, keys[id])
 		}
 	}
+}
+
+// storedHistory is session's history as the database holds it (not the
+// cache): "seq:content " for each message.
+func storedHistory(t *testing.T, s *Store, session string) string {
+	t.Helper()
+	msgs, err := s.recentMessages(context.Background(), session, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := ""
+	for _, m := range msgs {
+		out += fmt.Sprintf("%d:%s ", m.Seq, m.Content)
+	}
+	return out
 }

@@ -33,7 +33,9 @@ import (
 // Memory stays bounded whatever the number of sessions: the window holds
 // at most sessionWindowMax ids, and the history cache's filter of stored
 // sessions has a fixed size (sessionFilter). The window is primed when the
-// store opens from the sessions past the mark.
+// store opens from the sessions past the mark; when they fill it (rows
+// another tool added), all but the newest half-window are written in one
+// bulk then (spillPrimed).
 type sessionWindow struct {
 	max int // sessionWindowMax; smaller in tests
 
@@ -77,11 +79,16 @@ func (w *sessionWindow) add(id string, key int64) {
 	w.mu.Unlock()
 }
 
-// full reports whether the writer should write a bulk.
-func (w *sessionWindow) full() bool {
+// size is the number of sessions the window holds.
+func (w *sessionWindow) size() int {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	return len(w.keys) >= w.max
+	return len(w.keys)
+}
+
+// full reports whether the writer should write a bulk.
+func (w *sessionWindow) full() bool {
+	return w.size() >= w.max
 }
 
 // oldest returns up to n of the oldest sessions the window holds (an
