@@ -220,9 +220,6 @@ func (c *historyCache) appended(session string, msgs []ChatMessage) {
 	if l := c.loading[session]; l != nil {
 		l.stale = true
 	}
-	if c.known != nil && len(msgs) > 0 {
-		c.known.add(c.hash(session)) // noted by the writer already; here for callers that did not
-	}
 	el, ok := c.entries[session]
 	if !ok {
 		if len(msgs) > 0 && msgs[0].Seq == 1 {

@@ -132,6 +132,7 @@ func TestHistoryCacheBoundedBySize(t *testing.T) {
 	c.prime(filterOf(c))
 	for i := range 30 {
 		s := fmt.Sprintf("s%d", i)
+		c.noteSession(s) // as the writer does when it stores the session
 		c.appended(s, []ChatMessage{{Seq: 1, Content: long}, {Seq: 2, Content: long}})
 		c.appended(s, []ChatMessage{{Seq: 3, Content: long}})
 	}
@@ -153,6 +154,7 @@ func TestHistoryCacheBoundedBySize(t *testing.T) {
 	}
 	// A session larger than the whole bound is not kept.
 	huge := strings.Repeat("y", 200_000)
+	c.noteSession("big")
 	c.appended("big", []ChatMessage{{Seq: 1, Content: huge}})
 	if _, ok := c.get("big", 1); ok || c.bytes > c.maxBytes {
 		t.Fatalf("a session over the bound was kept (%d bytes cached)", c.bytes)

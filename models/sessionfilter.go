@@ -75,9 +75,6 @@ func (f *sessionFilter) bit(x uint64) uint64 {
 	return hi
 }
 
-// bytes is the filter's memory.
-func (f *sessionFilter) bytes() int { return len(f.words) * 8 }
-
 // falsePositiveRate is the expected share of wrong "maybe" answers once n
 // sessions were added.
 func (f *sessionFilter) falsePositiveRate(n int) float64 {

@@ -32,7 +32,8 @@ import (
 // rows in creation order), without an index on the id; a session's key is
 // found by its id through the session window and chat_session_ids
 // (migration 9, see sessionWindow). Migration 8 gave the id an index for
-// a day; migration 9 drops it again.
+// a day; it now does nothing, and migration 9 drops that index where it
+// was built.
 //
 // A session gets its key when it is created and keeps it, from a counter
 // the store holds (the group commit is the only writer; primeSessions
@@ -49,7 +50,7 @@ func init() {
 		Up: keyMessagesBySession})
 	registerDataMigration(dataMigration{Version: 7, Name: "chat_sessions: keyed by their sequential key on SQLite, without an index on the id",
 		Up: keySessionsByKey})
-	registerDataMigration(dataMigration{Version: 8, Name: "chat_sessions: an index on the id on SQLite",
+	registerDataMigration(dataMigration{Version: 8, Name: "chat_sessions: an index on the id on SQLite (superseded by 9, now nothing)",
 		Up: indexSessionIDs})
 	registerDataMigration(dataMigration{Version: 9, Name: "chat_sessions: found by id through chat_session_ids on SQLite, not an index on the id",
 		Up: digestSessionIDs})
@@ -162,10 +163,10 @@ func (s *Store) spillSessions(ctx context.Context, tx *sql.Tx, n int) error {
 // another tool added, or bulks that kept failing), all but the newest
 // half-window of its sessions in one bulk, committed at once.
 func (s *Store) spillPrimed(ctx context.Context) error {
-	excess := s.window.size() - s.window.max/2
-	if excess <= 0 || !s.window.full() {
+	if !s.window.full() {
 		return nil
 	}
+	excess := s.window.size() - s.window.max/2
 	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.spillSessions(ctx, tx, excess) })
 	if err != nil {
 		return fmt.Errorf("open database: write session digests: %w", err)
@@ -230,19 +231,12 @@ func (s *Store) writerSessionKey(ctx context.Context, tx *sql.Tx, id string) (in
 	}
 }
 
-// indexSessionIDs gave SQLite's chat_sessions an index on the id, where
-// the store found a session's key by its id (it no longer held every
-// session in memory). Migration 9 replaced it: each new session wrote a
-// random leaf page of that index.
-func indexSessionIDs(_ context.Context, tx *gorm.DB, driver string) error {
-	if driver != DriverSQLite {
-		return nil
-	}
-	if err := tx.Exec("CREATE INDEX IF NOT EXISTS idx_chat_sessions_id ON chat_sessions (id)").Error; err != nil {
-		return fmt.Errorf("index chat_sessions' ids: %w", err)
-	}
-	return nil
-}
+// indexSessionIDs does nothing any more. It gave SQLite's chat_sessions
+// an index on the id for a day, before any release; migration 9 replaced
+// it (each new session wrote a random leaf page of that index) and drops
+// the index where it was built. Building it only for migration 9 to drop
+// it would cost a large database's first start seconds.
+func indexSessionIDs(context.Context, *gorm.DB, string) error { return nil }
 
 // keyMessagesBySession gives every session its key and every message its
 // session's, then swaps the messages' index. A message whose session has
