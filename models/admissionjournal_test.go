@@ -423,3 +423,48 @@ func TestJournalTurnsFilesWithoutLosingAHeldAdmission(t *testing.T) {
 		t.Fatalf("%d turns once nothing is held, want several", turns)
 	}
 }
+
+// The calls in flight (journaled admissions not settled) decide who runs a
+// write: with more than inlineInFlightLimit the callers queue theirs for
+// the writer, which gathers them into one batch; once they are settled a
+// caller runs its own again.
+func TestCallsInFlightSendWritesToTheWriter(t *testing.T) {
+	ctx := context.Background()
+	st, l := journalTestLedger(t, filepath.Join(t.TempDir(), "a.db"), false)
+	g := st.Group
+	now := time.Now().UTC()
+	const calls = inlineInFlightLimit + 2
+	for i := range calls {
+		id := fmt.Sprintf("c%d", i)
+		if _, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: []string{"d"}, WorstMicros: 40,
+			ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.inFlight.Load(); n != calls {
+		t.Fatalf("in flight after %d admissions: %d", calls, n)
+	}
+	if g.callerMayWrite() {
+		t.Fatal("a caller runs its own batch with calls in flight")
+	}
+	// A write queued meanwhile still lands (the writer takes it).
+	if err := g.Do(ctx, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i := range calls {
+		id := fmt.Sprintf("c%d", i)
+		if _, err := l.SettleCall(ctx, Settlement{CallID: id, AdmissionID: "a-" + id, ReservationID: "a-" + id, Keys: []string{"d"},
+			Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 10, FinishedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.inFlight.Load(); n != 0 {
+		t.Fatalf("in flight after settling every call: %d", n)
+	}
+	if !g.callerMayWrite() {
+		t.Fatal("a caller never runs its own batch at low load")
+	}
+	if c := dbCounter(t, st, "d"); c.SpentMicros != 10*calls || c.ReservedMicros != 0 {
+		t.Fatalf("counter %+v", c)
+	}
+}
