@@ -3,6 +3,8 @@ package models
 import (
 	"encoding/json"
 	"strconv"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // An admission's journal line is written by the group commit's writer,
@@ -15,9 +17,11 @@ import (
 // as a journalLine.
 
 // encodeForJournal is e as a journal line holds it, encoded by the
-// admitting request (nil on failure: the writer encodes it then).
+// admitting request (nil on failure: the writer encodes it then). goccy/go-json
+// writes the bytes encoding/json writes (TestJournalEntryEncodingMatches) in
+// about a third of the time; encoding/json reads them back at recovery.
 func encodeForJournal(e *LedgerEntry) []byte {
-	b, err := json.Marshal(e)
+	b, err := gojson.Marshal(e)
 	if err != nil {
 		return nil
 	}

@@ -53,6 +53,27 @@ func normalizeEntry(e LedgerEntry) LedgerEntry {
 	return out
 }
 
+// The admitting request's encoding of its entry (goccy/go-json) is byte for
+// byte encoding/json's, for entries with every kind of field set and with
+// strings that need escaping.
+func TestJournalEntryEncodingMatches(t *testing.T) {
+	now := time.Date(2026, 11, 25, 4, 5, 6, 789, time.FixedZone("x", 3600))
+	full := pendingEntry("call \"1\" <é>&\\\n\u2028\x01", now)
+	full.ProviderRequestIDs, full.ErrorKind, full.CostUSD, full.Interactive = "r1,r2\xff", "provider_http_503", 0.000123, true
+	full.InputTokens, full.ReservedMicros, full.Attempts = 1<<40, -5, 3
+	finished := now.Add(time.Second)
+	full.FinishedAt = &finished
+	for _, e := range []*LedgerEntry{{}, pendingEntry("c", now), full} {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := encodeForJournal(e); string(got) != string(want) {
+			t.Errorf("encoded\n%s\nencoding/json\n%s", got, want)
+		}
+	}
+}
+
 // The writer's share of journaling an admission: encoding/json's encoder
 // over the whole line (before) against the line appended around the
 // entry the request encoded (now).

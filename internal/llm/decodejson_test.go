@@ -1,0 +1,55 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+// decodeJSON decodes with goccy/go-json and falls back to encoding/json on
+// a refusal: for every body, what it leaves in the value and whether it
+// fails (and as what) must be what encoding/json alone gave.
+func TestDecodeJSONAgreesWithEncodingJSON(t *testing.T) {
+	bodies := []string{
+		`{"id":"c1","model":"m","choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
+		`{"id":"c1","choices":[{"message":{"content":null,"refusal":"no","tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]}}]}`,
+		`{"ID":"upper-case keys match","MODEL":"m"}`,
+		`{"id":"unicode \u00e9 \ud83d\ude00","usage":{"prompt_tokens_details":{"cached_tokens":7}}}`,
+		`{"error":{"message":"overloaded","type":"server_error","code":529}}`,
+		`{"type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":1,"output_tokens":2},"stop_reason":"end_turn"}`,
+		`{"message":{"role":"assistant","content":"hi"},"done":true,"prompt_eval_count":4,"eval_count":5}`,
+		`{"id":"c1","choices":[{"message":{"content":"cut`,
+		`{"id":"c1",`,
+		``,
+		`not json`,
+		`{"usage":{"prompt_tokens":"three"}}`,
+		`{"choices":{"not":"a list"}}`,
+		`{"id":"c1"} trailing`,
+		`[1,2]`,
+		`null`,
+	}
+	h := &httpBase{id: "p", typ: "openai", base: "http://provider"}
+	for _, body := range bodies {
+		for _, target := range []func() any{func() any { return &oaResponse{} }, func() any { return &anResponse{} }, func() any { return &olResponse{} }} {
+			got, want := target(), target()
+			err := h.decodeJSON(context.Background(), &http.Response{StatusCode: 200, Body: io.NopCloser(bytes.NewReader([]byte(body)))}, got)
+			wantErr := json.NewDecoder(bytes.NewReader([]byte(body))).Decode(want)
+			if (err == nil) != (wantErr == nil) {
+				t.Errorf("%T from %q: error %v, encoding/json's %v", got, body, err, wantErr)
+				continue
+			}
+			if wantErr == nil && !reflect.DeepEqual(got, want) {
+				t.Errorf("%T from %q:\n got %+v\nwant %+v", got, body, got, want)
+			}
+			var pe *ProviderError
+			if wantErr != nil && (!errors.As(err, &pe) || pe.Err == nil || pe.Err.Error() != wantErr.Error() && !errors.Is(pe.Err, wantErr)) {
+				t.Errorf("%T from %q: error %v, want encoding/json's %v", got, body, err, wantErr)
+			}
+		}
+	}
+}
