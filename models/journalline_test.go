@@ -98,6 +98,25 @@ func BenchmarkAdmissionLine(b *testing.B) {
 	})
 }
 
+// BenchmarkJournalEntryEncoding: the admitting request's encoding of its
+// ledger entry, with encoding/json (before) and as encodeForJournal does it.
+func BenchmarkJournalEntryEncoding(b *testing.B) {
+	e := pendingEntry("run_0123456789abcdef0123456789abcdef-t1", time.Now().UTC())
+	e.AgentID, e.SessionID, e.RunID = "bench", "s_0123456789abcdef", "run_0123456789abcdef0123456789abcdef"
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(e)
+		}
+	})
+	b.Run("encodeForJournal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = encodeForJournal(e)
+		}
+	})
+}
+
 type bytesBuffer struct{ b []byte }
 
 func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }

@@ -53,3 +53,29 @@ func TestDecodeJSONAgreesWithEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeChatCompletion: a chat completion as the fake upstream
+// sends it, decoded the way the client did before (encoding/json's
+// streaming decoder) and the way it does now (decodeJSON).
+func BenchmarkDecodeChatCompletion(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-fake123","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! I am a fake upstream."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}`)
+	b.Run("encoding-json-decoder", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r oaResponse
+			if err := json.NewDecoder(bytes.NewReader(body)).Decode(&r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decodeJSON", func(b *testing.B) {
+		h := &httpBase{id: "p", typ: "openai", base: "http://provider"}
+		b.ReportAllocs()
+		for b.Loop() {
+			var r oaResponse
+			if err := h.decodeJSON(context.Background(), &http.Response{StatusCode: 200, Body: io.NopCloser(bytes.NewReader(body))}, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
