@@ -80,11 +80,15 @@ func tooLong(v reflect.Value, path string) (string, int) {
 			name = f.Name
 		}
 		fv := v.Field(i)
-		if limit, err := strconv.Atoi(f.Tag.Get("maxlen")); err == nil && fv.Kind() == reflect.String {
-			if utf8.RuneCountInString(fv.String()) > limit {
-				return joinPath(path, name), limit
+		// Lookup first: Atoi of a missing tag allocates its error, for
+		// every field of every request body.
+		if tag, ok := f.Tag.Lookup("maxlen"); ok && fv.Kind() == reflect.String {
+			if limit, err := strconv.Atoi(tag); err == nil {
+				if utf8.RuneCountInString(fv.String()) > limit {
+					return joinPath(path, name), limit
+				}
+				continue
 			}
-			continue
 		}
 		if bad, limit := tooLong(fv, joinPath(path, name)); bad != "" {
 			return bad, limit
