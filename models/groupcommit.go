@@ -259,10 +259,11 @@ func (g *GroupCommit) writeHeld(ctx context.Context, held []laterWrite) {
 // submit runs held's jobs, then j (when not nil), answers held's
 // follow-ups and returns j's outcome. When no batch is running, none waits,
 // the last one was small (inlineBatchLimit) and few calls are in flight
-// (inlineInFlightLimit), the caller runs them itself: at low load a write then costs no hand-off to the writer's
-// goroutine and back, two goroutine wake-ups that cost about as much as
-// the statements on a 2-core machine. Otherwise they are queued for the
-// writer, which batches them with everybody else's.
+// (inlineInFlightLimit), the caller runs them itself: at low load a write
+// then costs no hand-off to the writer's goroutine and back, two goroutine
+// wake-ups that cost about as much as the statements on a 2-core machine.
+// Otherwise they are queued for the writer, which gathers them and
+// batches them with everybody else's.
 func (g *GroupCommit) submit(ctx context.Context, held []laterWrite, j *commitJob, shed bool) error {
 	jobs := make([]*commitJob, 0, len(held)+1)
 	for _, h := range held {
