@@ -257,9 +257,11 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 	if limit <= 0 {
 		return nil, nil
 	}
-	stmt, query, args := &s.spilledStmt, spilledMessagesSQL, []any{sessionDigest(sessionID), sessionID}
+	stmt, query, args := &s.recentStmt, recentMessagesSQL, []any(nil)
 	if key, ok := s.window.get(sessionID); ok {
-		stmt, query, args = &s.recentStmt, recentMessagesSQL, []any{key, sessionID}
+		args = []any{key, sessionID}
+	} else {
+		stmt, query, args = &s.spilledStmt, spilledMessagesSQL, []any{sessionDigest(sessionID), sessionID}
 	}
 	st, err := stmt.get(ctx, s.DB, query)
 	if err != nil {

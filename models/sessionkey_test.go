@@ -32,7 +32,6 @@ func TestSessionKeys(t *testing.T) {
 				}
 				return sess
 			}
-			history := func(s *Store, session string) string { return storedHistory(t, s, session) }
 			a1 := exchange(s, "a", "a1", "a2")
 			b1 := exchange(s, "b", "b1")
 			a2 := exchange(s, "a", "a3")
@@ -42,7 +41,7 @@ func TestSessionKeys(t *testing.T) {
 			exchange(s, "failed") // a run that failed: the session, no messages
 			exchange(s, "failed", "f1")
 			for session, want := range map[string]string{"a": "1:a1 2:a2 3:a3 ", "b": "1:b1 ", "failed": "1:f1 "} {
-				if got := history(s, session); got != want {
+				if got := storedHistory(t, s, session); got != want {
 					t.Errorf("history of %s: %q, want %q", session, got, want)
 				}
 			}
@@ -68,7 +67,7 @@ func TestSessionKeys(t *testing.T) {
 			if p := exchange(s, "phantom", "p1", "p2"); p.Key <= b1.Key {
 				t.Fatalf("phantom got key %d, not a new one", p.Key)
 			}
-			if got := history(s, "phantom"); got != "1:p1 2:p2 " {
+			if got := storedHistory(t, s, "phantom"); got != "1:p1 2:p2 " {
 				t.Errorf("history of phantom: %q", got)
 			}
 			s.Close()
@@ -84,7 +83,7 @@ func TestSessionKeys(t *testing.T) {
 			if again := exchange(s, "a", "a4"); again.Key != a1.Key {
 				t.Errorf("a after a restart: key %d, want its own %d", again.Key, a1.Key)
 			}
-			if got := history(s, "a"); got != "1:a1 2:a2 3:a3 4:a4 " {
+			if got := storedHistory(t, s, "a"); got != "1:a1 2:a2 3:a3 4:a4 " {
 				t.Errorf("history of a after a restart: %q", got)
 			}
 		})
