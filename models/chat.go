@@ -20,6 +20,8 @@ func init() {
 	registerDataMigration(dataMigration{Version: 4, Name: "agent_runs: drop the response_id index no query uses",
 		Up: dropIndexes("idx_agent_runs_response_id")})
 	registerDataMigration(dataMigration{Version: 5, Name: "chat_messages: ids without AUTOINCREMENT on SQLite", Up: dropMessagesAutoincrement})
+	registerDataMigration(dataMigration{Version: 10, Name: "chat_sessions: drop the agent_id index no query uses",
+		Up: dropIndexes("idx_chat_sessions_agent_id")})
 }
 
 // dropIndexes is a data migration dropping the named indexes where they
@@ -85,10 +87,12 @@ func createTableName(table string) *regexp.Regexp {
 	return regexp.MustCompile("(?i)^CREATE TABLE\\s+[`\"\\[]?" + table + "[`\"\\]]?")
 }
 
-// ChatSession is one conversation of one caller with one agent.
+// ChatSession is one conversation of one caller with one agent. AgentID
+// has no index: no query finds sessions by agent, and every new session
+// paid for one (data migration 10 drops it).
 type ChatSession struct {
 	ID        string `gorm:"primaryKey;size:191"`
-	AgentID   string `gorm:"size:100;index"`
+	AgentID   string `gorm:"size:100"`
 	Subject   string `gorm:"size:191"`
 	UserID    string `gorm:"size:191"`
 	Username  string `gorm:"size:191"`
