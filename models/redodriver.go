@@ -83,6 +83,7 @@ type redoConn struct {
 	// outside is the writer this connection's own transaction holds back
 	// from lingering (nil: none).
 	outside *GroupCommit
+	times   timeTexts
 }
 
 func (c *redoConn) Prepare(query string) (driver.Stmt, error) {
@@ -137,7 +138,7 @@ func (c *redoConn) ExecContext(ctx context.Context, query string, args []driver.
 // transaction (once it succeeded: a failed statement changed nothing),
 // made to wait for the writer's commit outside any transaction.
 func (c *redoConn) exec(query string, args []driver.NamedValue, run func() (driver.Result, error)) (driver.Result, error) {
-	timesAsText(args)
+	c.times.timesAsText(args)
 	if !c.inTx() {
 		if g := c.connector.group.Load(); g != nil {
 			g.outsideBegin()
@@ -162,7 +163,7 @@ func (c *redoConn) QueryContext(ctx context.Context, query string, args []driver
 // transaction it reads what the writer acknowledged, unless ctx says the
 // caller needs none of it (withSettledRead).
 func (c *redoConn) query(ctx context.Context, query string, args []driver.NamedValue, run func() (driver.Rows, error)) (driver.Rows, error) {
-	timesAsText(args)
+	c.times.timesAsText(args)
 	if !c.inTx() && ctx.Value(settledKey{}) == nil {
 		if g := c.connector.group.Load(); g != nil {
 			g.sync()

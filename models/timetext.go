@@ -14,16 +14,55 @@ import (
 // written directly, for the times the store passes: UTC, without a
 // monotonic reading, years 1000-9999. Any other time is left to the driver.
 
+// timeTexts replaces the common times among a statement's arguments by
+// their text (timesAsText). It keeps the last few times it wrote: the
+// writer binds the same instant several times per chat request (a
+// session's created and updated times and its messages' all hold one "now",
+// a ledger row its finish twice), and each text, and the interface value
+// holding it, is otherwise one more allocation. One per connection: a
+// connection runs one statement at a time.
+type timeTexts struct {
+	times [timeTextsKept]time.Time
+	texts [timeTextsKept]driver.Value
+	next  int
+}
+
+// timeTextsKept is how many distinct times a timeTexts remembers (a chat
+// request's exchange binds two: its start and now).
+const timeTextsKept = 2
+
 // timesAsText replaces the common times among args by their text, in place
 // (args are the driver's own copy of a statement's arguments).
-func timesAsText(args []driver.NamedValue) {
+func (c *timeTexts) timesAsText(args []driver.NamedValue) {
 	for i := range args {
-		if t, ok := args[i].Value.(time.Time); ok {
-			if s, ok := utcTimeText(t); ok {
-				args[i].Value = s
-			}
+		t, ok := args[i].Value.(time.Time)
+		if !ok {
+			continue
+		}
+		if v := c.text(t); v != nil {
+			args[i].Value = v
 		}
 	}
+}
+
+// text is t's text as a driver value, or nil when t is left to the driver.
+func (c *timeTexts) text(t time.Time) driver.Value {
+	for k := range c.times {
+		// ==, not Equal: the text depends on the location too. A zero
+		// entry never matches, as the zero time is never written here
+		// (its year is 1).
+		if c.texts[k] != nil && c.times[k] == t {
+			return c.texts[k]
+		}
+	}
+	s, ok := utcTimeText(t)
+	if !ok {
+		return nil
+	}
+	c.times[c.next], c.texts[c.next] = t, s
+	v := c.texts[c.next]
+	c.next = (c.next + 1) % timeTextsKept
+	return v
 }
 
 // utcTimeText is t.String() for a UTC time without a monotonic reading in

@@ -41,12 +41,38 @@ func TestUTCTimeTextIsTheDriversText(t *testing.T) {
 		}
 	}
 	args := []driver.NamedValue{{Value: cases[1]}, {Value: time.Now()}, {Value: int64(3)}}
-	timesAsText(args)
+	var texts timeTexts
+	texts.timesAsText(args)
 	if args[0].Value != cases[1].String() {
 		t.Errorf("a UTC time became %v", args[0].Value)
 	}
 	if _, ok := args[1].Value.(time.Time); !ok {
 		t.Errorf("a time with a monotonic reading became %v", args[1].Value)
+	}
+}
+
+// TestTimeTextsRemembersRecentTimes: a time bound again gets the text it
+// got before, and times never get one another's text, whichever of them
+// the cache still holds.
+func TestTimeTextsRemembersRecentTimes(t *testing.T) {
+	base := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	times := []time.Time{base, base.Add(time.Nanosecond), base, base.Add(time.Second), base.Add(time.Nanosecond), base,
+		base.Add(time.Nanosecond), base.In(time.FixedZone("X", 0)), base}
+	var texts timeTexts
+	for round := range 2 {
+		for i, tm := range times {
+			args := []driver.NamedValue{{Value: tm}, {Value: tm}}
+			texts.timesAsText(args)
+			want := any(tm.String())
+			if tm.Location() != time.UTC {
+				want = tm // left to the driver
+			}
+			for _, a := range args {
+				if a.Value != want {
+					t.Fatalf("round %d, time %d (%v): bound %v, want %v", round, i, tm, a.Value, want)
+				}
+			}
+		}
 	}
 }
 
