@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -66,7 +67,42 @@ func tooLong(v reflect.Value, path string) (string, int) {
 	if v.Kind() != reflect.Struct {
 		return "", 0
 	}
-	t := v.Type()
+	for _, c := range lengthChecksOf(v.Type()) {
+		fv := v.Field(c.index)
+		if !c.nested {
+			if utf8.RuneCountInString(fv.String()) > c.limit {
+				return joinPath(path, c.name), c.limit
+			}
+			continue
+		}
+		// The path is joined only for a field that is too long: joined for
+		// every nested field, it cost allocations on every request.
+		if bad, limit := tooLong(fv, ""); bad != "" {
+			return joinPath(joinPath(path, c.name), bad), limit
+		}
+	}
+	return "", 0
+}
+
+// lengthCheck is one field tooLong looks at: a string with a limit, or a
+// field that may hold a struct (nested).
+type lengthCheck struct {
+	index  int
+	name   string // in JSON
+	limit  int
+	nested bool
+}
+
+// lengthChecks holds each struct type's lengthChecks, found once: reading
+// the tags of every field of every request body cost about a microsecond
+// per chat request.
+var lengthChecks sync.Map // reflect.Type -> []lengthCheck
+
+func lengthChecksOf(t reflect.Type) []lengthCheck {
+	if c, ok := lengthChecks.Load(t); ok {
+		return c.([]lengthCheck)
+	}
+	var out []lengthCheck
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -79,20 +115,17 @@ func tooLong(v reflect.Value, path string) (string, int) {
 		if name == "" {
 			name = f.Name
 		}
-		fv := v.Field(i)
-		// Lookup first: Atoi of a missing tag allocates its error, for
-		// every field of every request body.
-		if tag, ok := f.Tag.Lookup("maxlen"); ok && fv.Kind() == reflect.String {
+		if tag, ok := f.Tag.Lookup("maxlen"); ok && f.Type.Kind() == reflect.String {
 			if limit, err := strconv.Atoi(tag); err == nil {
-				if utf8.RuneCountInString(fv.String()) > limit {
-					return joinPath(path, name), limit
-				}
+				out = append(out, lengthCheck{index: i, name: name, limit: limit})
 				continue
 			}
 		}
-		if bad, limit := tooLong(fv, joinPath(path, name)); bad != "" {
-			return bad, limit
+		switch f.Type.Kind() {
+		case reflect.Struct, reflect.Pointer, reflect.Interface:
+			out = append(out, lengthCheck{index: i, name: name, nested: true})
 		}
 	}
-	return "", 0
+	lengthChecks.Store(t, out)
+	return out
 }
