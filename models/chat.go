@@ -395,13 +395,16 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 	// The messages go in multi-row INSERTs (one statement runs, binds and
 	// updates the index once per row instead of once per statement).
 	args := make([]any, 0, min(len(msgs), maxMessagesPerInsert)*10)
+	// The values every message shares, boxed once (each boxing of a
+	// string or time allocates).
+	sessionID, sessionKey, created := any(sess.ID), any(sess.Key), any(now)
 	for start := 0; start < len(msgs); start += maxMessagesPerInsert {
 		part := msgs[start:min(start+maxMessagesPerInsert, len(msgs))]
 		args = args[:0]
 		for i := range part {
 			m := &part[i]
 			m.SessionID, m.SessionKey, m.Seq, m.CreatedAt = sess.ID, sess.Key, last+int64(start+i)+1, now
-			args = append(args, m.SessionID, m.SessionKey, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, now)
+			args = append(args, sessionID, sessionKey, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, created)
 		}
 		if err := s.Group.Exec(ctx, tx, insertMessagesSQL(len(part)), args...); err != nil {
 			return fmt.Errorf("store message: %w", err)

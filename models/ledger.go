@@ -1238,14 +1238,16 @@ ON CONFLICT (call_id) DO NOTHING`
 // settledRowArgs are the values the pending row of e followed by the
 // settlement st would leave on a call id seen for the first time.
 func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
+	// Boxed once each, though bound twice (each boxing allocates).
+	requestID, done := any(st.ProviderRequestID), any(finished)
 	return []any{e.CallID, e.Subject, e.Workspace, e.AgentID, e.SessionID, e.RunID, e.Source, e.Trigger, e.Provider, e.Model,
-		st.ResponseModel, e.DataClassification, e.Interactive, st.ProviderRequestID, st.ProviderRequestID,
+		st.ResponseModel, e.DataClassification, e.Interactive, requestID, requestID,
 		st.Outcome, st.ErrorKind, st.FinishReason,
 		st.InputTokens, st.OutputTokens, st.CachedInputTokens, st.CacheCreationTokens, st.ReasoningTokens, st.ToolUsePromptTokens, st.UsageEstimated,
 		e.EstimatedInputTokens, e.MaxOutputTokens, e.RequestedMaxOutputTokens, e.Clamped,
 		e.PricingStatus, e.PriceVersion, e.PriceSource, e.PriceEffectiveDate,
 		st.CostMicros, float64(st.CostMicros) / 1000000.0, e.ReservedMicros, e.Mode, max(st.Attempts, 1),
-		e.CreatedAt.UTC(), e.StartedAt.UTC(), finished, st.AdmissionID, finished}
+		e.CreatedAt.UTC(), e.StartedAt.UTC(), done, st.AdmissionID, done}
 }
 
 // settleJournaled settles a call whose admission is still journaled (see
