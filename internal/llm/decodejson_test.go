@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -78,4 +79,38 @@ func BenchmarkDecodeChatCompletion(b *testing.B) {
 			}
 		}
 	})
+}
+
+// endless is a body that never ends: spaces, which JSON allows before a
+// value, so only a bound stops the read.
+type endless struct{ read int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	e.read += int64(len(p))
+	return len(p), nil
+}
+
+// TestDecodeJSONBoundsTheBody: a non-streaming answer is read whole, so an
+// endpoint sending without end is cut off at maxResponseBody with a
+// provider error, having read little more than that.
+func TestDecodeJSONBoundsTheBody(t *testing.T) {
+	h := &httpBase{id: "p", typ: "openai", base: "http://provider"}
+	body := &endless{}
+	err := h.decodeJSON(context.Background(), &http.Response{StatusCode: 200, Body: io.NopCloser(body)}, &oaResponse{})
+	var pe *ProviderError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Message, "larger than 32 MiB") {
+		t.Fatalf("decodeJSON of an endless body: %v; want a provider error naming the limit", err)
+	}
+	if body.read > maxResponseBody+64<<10 {
+		t.Fatalf("read %d bytes of an endless body; the bound is %d", body.read, maxResponseBody)
+	}
+	// A body at the bound is still read.
+	ok := `{"id":"c1"}` + strings.Repeat(" ", maxResponseBody-len(`{"id":"c1"}`))
+	var got oaResponse
+	if err := h.decodeJSON(context.Background(), &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(ok))}, &got); err != nil || got.ID != "c1" {
+		t.Fatalf("decodeJSON of a body of exactly maxResponseBody: %+v, %v", got, err)
+	}
 }

@@ -30,6 +30,10 @@ const maxErrorBody = 4 << 10
 // maxLine bounds one SSE or NDJSON line (a whole tool-call argument object may arrive in one).
 const maxLine = 16 << 20
 
+// maxResponseBody bounds a non-streaming answer, read whole (decodeJSON):
+// twice the largest streamed line.
+const maxResponseBody = 2 * maxLine
+
 // httpBase is what the three clients share: identity, address, credentials and the HTTP client.
 type httpBase struct {
 	id      string
@@ -280,9 +284,15 @@ func (h *httpBase) withTimeout(ctx context.Context) (context.Context, context.Ca
 // TestDecodeJSONAgreesWithEncodingJSON holds the two to the same result.
 func (h *httpBase) decodeJSON(ctx context.Context, resp *http.Response, v any) error {
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
 	if err != nil {
 		return h.transportError(ctx, err)
+	}
+	if len(raw) > maxResponseBody {
+		// A provider does not answer one call with this much; an endpoint
+		// that does would otherwise fill the gateway's memory.
+		return &ProviderError{Provider: h.id, Address: h.base, StatusCode: resp.StatusCode,
+			Message: fmt.Sprintf("unreadable response: larger than %d MiB", maxResponseBody>>20)}
 	}
 	if gojson.Unmarshal(raw, v) == nil {
 		return nil
