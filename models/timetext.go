@@ -48,9 +48,8 @@ func (c *timeTexts) timesAsText(args []driver.NamedValue) {
 // text is t's text as a driver value, or nil when t is left to the driver.
 func (c *timeTexts) text(t time.Time) driver.Value {
 	for k := range c.times {
-		// ==, not Equal: the text depends on the location too. A zero
-		// entry never matches, as the zero time is never written here
-		// (its year is 1).
+		// ==, not Equal: the text depends on the location too. An empty
+		// slot (no text yet) matches nothing.
 		if c.texts[k] != nil && c.times[k] == t {
 			return c.texts[k]
 		}
