@@ -94,7 +94,16 @@ func TestRetrySurvivesGatewayCrash(t *testing.T) {
 
 	// Kill 1: right after the retry was accepted.
 	retryScript(fake, false, fakellm.Duration(1500*time.Millisecond))
-	r = wbCall(t, base, key, "POST", runPath(taskID, failedID)+"/retry", nil)
+	// The run's row says failed as its workflow records the failure; the
+	// workflow closes a moment later, and until then a retry is refused
+	// with 409 run_active ("try again when it has ended"): on a loaded
+	// machine that moment lasted seconds.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r = wbCall(t, base, key, "POST", runPath(taskID, failedID)+"/retry", nil)
+		if r.Status != 409 || r.JSON["code"] != "run_active" || time.Now().After(deadline) {
+			break
+		}
+	}
 	if r.Status != 202 || r.JSON["trigger"] != "retry" || r.JSON["reused_turns"] != float64(2) {
 		t.Fatalf("retry: %d %s", r.Status, r.Raw)
 	}
