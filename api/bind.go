@@ -35,7 +35,7 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 		}
 		return badRequest("invalid request body: %v", err)
 	}
-	if field, limit := tooLong(reflect.ValueOf(v), ""); field != "" {
+	if field, limit := tooLong(reflect.ValueOf(v)); field != "" {
 		return badRequest("%s is longer than %d characters", field, limit).With("field", field)
 	}
 	return nil

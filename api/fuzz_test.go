@@ -26,7 +26,7 @@ func FuzzRequestBody(f *testing.F) {
 		if json.Unmarshal(body, &b) != nil {
 			return
 		}
-		if field, _ := tooLong(reflect.ValueOf(&b), ""); field != "" {
+		if field, _ := tooLong(reflect.ValueOf(&b)); field != "" {
 			return
 		}
 		var doc any

@@ -80,12 +80,12 @@ func TestStrictStrings(t *testing.T) {
 	}
 	long := strings.Repeat("é", 192)
 	for want, b := range map[string]chatBody{"user_id": {UserID: long}, "username": {Username: long}, "overrides.model": {Overrides: &chat.Overrides{Model: long}}} {
-		if field, limit := tooLong(reflect.ValueOf(&b), ""); field != want || limit != 191 {
+		if field, limit := tooLong(reflect.ValueOf(&b)); field != want || limit != 191 {
 			t.Errorf("%+v: refused at %q (limit %d), want %q (191)", b, field, limit, want)
 		}
 	}
 	ok := chatBody{UserID: strings.Repeat("é", 191), Text: strings.Repeat("x", 100000), Overrides: &chat.Overrides{Model: "llama3.2"}}
-	if field, _ := tooLong(reflect.ValueOf(&ok), ""); field != "" {
+	if field, _ := tooLong(reflect.ValueOf(&ok)); field != "" {
 		t.Errorf("%s refused", field)
 	}
 }
@@ -96,7 +96,7 @@ func BenchmarkTooLong(b *testing.B) {
 	body := chatBody{AgentID: "bench", UserID: "u", Text: "Hello, how are you today?", Overrides: &chat.Overrides{Model: "m"}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if field, _ := tooLong(reflect.ValueOf(&body), ""); field != "" {
+		if field, _ := tooLong(reflect.ValueOf(&body)); field != "" {
 			b.Fatal(field)
 		}
 	}

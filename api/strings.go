@@ -57,7 +57,7 @@ func joinPath(path, key string) string {
 
 // tooLong returns the JSON path and limit of the first string field of the
 // struct behind v longer than its `maxlen` tag, or "" when all fit.
-func tooLong(v reflect.Value, path string) (string, int) {
+func tooLong(v reflect.Value) (string, int) {
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
 			return "", 0
@@ -71,14 +71,14 @@ func tooLong(v reflect.Value, path string) (string, int) {
 		fv := v.Field(c.index)
 		if !c.nested {
 			if utf8.RuneCountInString(fv.String()) > c.limit {
-				return joinPath(path, c.name), c.limit
+				return c.name, c.limit
 			}
 			continue
 		}
 		// The path is joined only for a field that is too long: joined for
 		// every nested field, it cost allocations on every request.
-		if bad, limit := tooLong(fv, ""); bad != "" {
-			return joinPath(joinPath(path, c.name), bad), limit
+		if bad, limit := tooLong(fv); bad != "" {
+			return joinPath(c.name, bad), limit
 		}
 	}
 	return "", 0

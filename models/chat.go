@@ -261,9 +261,13 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 	if limit <= 0 {
 		return nil, nil
 	}
-	stmt, query, args := &s.recentStmt, recentMessagesSQL, []any(nil)
+	var (
+		stmt  *preparedStmt
+		query string
+		args  []any
+	)
 	if key, ok := s.window.get(sessionID); ok {
-		args = []any{key, sessionID}
+		stmt, query, args = &s.recentStmt, recentMessagesSQL, []any{key, sessionID}
 	} else {
 		stmt, query, args = &s.spilledStmt, spilledMessagesSQL, []any{sessionDigest(sessionID), sessionID}
 	}
