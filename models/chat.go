@@ -378,7 +378,7 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 		if s.scrub != nil && errText != "" {
 			errText = s.scrub(errText)
 		}
-		if err := s.Group.Exec(ctx, tx, insertRunSQL, run.RunID, run.ResponseID, run.AgentID, run.SessionID, run.Subject, run.Source,
+		if _, err := s.Group.ExecLiteral(ctx, tx, insertRunLiteral, run.RunID, run.ResponseID, run.AgentID, run.SessionID, run.Subject, run.Source,
 			run.Provider, run.Model, run.Status, errText, run.Turns, run.InputTokens, run.OutputTokens, run.Metadata, run.StartedAt, run.FinishedAt); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
@@ -410,7 +410,7 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 			m.SessionID, m.SessionKey, m.Seq, m.CreatedAt = sess.ID, sess.Key, last+int64(start+i)+1, now
 			args = append(args, sessionID, sessionKey, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, created)
 		}
-		if err := s.Group.Exec(ctx, tx, insertMessagesSQL(len(part)), args...); err != nil {
+		if _, err := s.Group.ExecLiteral(ctx, tx, messageLiterals[len(part)], args...); err != nil {
 			return fmt.Errorf("store message: %w", err)
 		}
 	}
@@ -444,7 +444,7 @@ func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession,
 		}
 	}
 	sess.Key = s.newSessionKey()
-	if err := s.Group.Exec(ctx, tx, insertSessionSQL, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
+	if _, err := s.Group.ExecLiteral(ctx, tx, insertSessionLiteral, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
 		return false, fmt.Errorf("store session: %w", err)
 	}
 	s.window.add(sess.ID, sess.Key)
@@ -473,6 +473,26 @@ var messageInserts = func() (q [maxMessagesPerInsert + 1]string) {
 
 // insertMessagesSQL inserts n (1 to maxMessagesPerInsert) messages.
 func insertMessagesSQL(n int) string { return messageInserts[n] }
+
+// The exchange's INSERTs as literal statements (see literalSQL): what an
+// agent's requests share is written into the text.
+var (
+	insertRunLiteral = newLiteralSQL(insertRunSQL,
+		bindValue, bindValue, inlineValue, bindValue, inlineValue, inlineValue, // run_id, response_id, agent_id, session_id, subject, source
+		inlineValue, inlineValue, inlineValue, inlineIfZero, inlineValue, // provider, model, status, error, turns
+		bindValue, bindValue, inlineIfZero, bindValue, bindValue) // input_tokens, output_tokens, metadata, started_at, finished_at
+	insertSessionLiteral = newLiteralSQL(insertSessionSQL,
+		bindValue, inlineValue, inlineValue, bindValue, inlineIfZero, inlineValue, // id, agent_id, subject, user_id, username, source
+		bindValue, bindValue, bindValue) // created_at, updated_at, session_key
+	messageLiterals = func() (l [maxMessagesPerInsert + 1]*literalSQL) {
+		for n := 1; n <= maxMessagesPerInsert; n++ {
+			l[n] = repeatLiteralSQL(insertMessagesSQL(n), n,
+				bindValue, bindValue, bindValue, bindValue, inlineValue, // session_id, session_key, seq, run_id, role
+				bindValue, inlineIfZero, inlineIfZero, inlineIfZero, bindValue) // content, tool_calls, tool_call_id, name, created_at
+		}
+		return l
+	}()
+)
 
 // AgentRunByID returns the action-log row with run id runID (ErrNotFound
 // if none).

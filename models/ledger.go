@@ -372,6 +372,16 @@ func (l *CostLedger) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.S
 	return st, nil
 }
 
+// execLiteral is exec for a literal statement (see literalSQL); it may
+// reorder args.
+func (l *CostLedger) execLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
+	query := s.query
+	if l.Group != nil && l.Group.onWriterConn(tx) {
+		query, args = l.Group.literals.specialize(s, args)
+	}
+	return l.exec(ctx, tx, query, args...)
+}
+
 func (l *CostLedger) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
 	if l.Group != nil && l.Group.onWriterConn(tx) {
 		n, err := l.Group.execRaw(ctx, query, args)
@@ -1235,6 +1245,20 @@ var settledRowSQL = `INSERT INTO cost_ledger (` + ledgerColumns + `, finished_at
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
 ON CONFLICT (call_id) DO NOTHING`
 
+// settledRowLiteral is settledRowSQL as a literal statement (see
+// literalSQL): what a model's calls of one agent share is written into the
+// text, in the order of settledRowArgs.
+var settledRowLiteral = newLiteralSQL(settledRowSQL,
+	bindValue, inlineValue, inlineValue, inlineValue, bindValue, bindValue, // call_id, subject, workspace, agent_id, session_id, run_id
+	inlineValue, inlineValue, inlineValue, inlineValue, inlineValue, // source, trigger, provider, model, response_model
+	inlineValue, inlineValue, bindValue, bindValue, // data_classification, interactive, provider_request_id(s)
+	inlineValue, inlineValue, inlineValue, // outcome, error_kind, finish_reason
+	bindValue, bindValue, inlineIfZero, inlineIfZero, inlineIfZero, inlineIfZero, inlineValue, // tokens, usage_estimated
+	bindValue, bindValue, inlineIfZero, inlineValue, // estimated_input_tokens, max_output_tokens, requested_max_output_tokens, clamped
+	inlineValue, inlineValue, inlineValue, inlineValue, // pricing_status, price_version, price_source, price_effective_date
+	bindValue, bindValue, bindValue, inlineValue, inlineValue, // cost_micros, cost_usd, reserved_micros, mode, attempts
+	bindValue, bindValue, bindValue, bindValue, bindValue) // created_at, started_at, updated_at, settled_admission, finished_at
+
 // settledRowArgs are the values the pending row of e followed by the
 // settlement st would leave on a call id seen for the first time.
 func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
@@ -1258,7 +1282,7 @@ func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
 // committed.
 func (l *CostLedger) settleJournaled(ctx context.Context, tx *sql.Tx, d *deferredAdmission, st Settlement, keys []string, finished time.Time, res *SettleResult) error {
 	e := &d.entry
-	n, err := l.exec(ctx, tx, settledRowSQL, settledRowArgs(e, st, finished)...)
+	n, err := l.execLiteral(ctx, tx, settledRowLiteral, settledRowArgs(e, st, finished)...)
 	if err != nil {
 		return fmt.Errorf("write ledger row %s: %w", st.CallID, err)
 	}

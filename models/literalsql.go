@@ -1,0 +1,249 @@
+package models
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// The writer's hot INSERTs spell their low-cardinality values in the SQL
+// text instead of binding them (literal statements).
+//
+// A chat request binds about 90 values in its five INSERTs, and most of
+// them are the same for every request of an agent: its id, workspace,
+// source, provider and model, the price's version and source, the mode,
+// an empty error, a zero token count. Binding a value costs the driver a C
+// copy of each string, SQLite's connection mutex twice (bind, then unbind
+// after the step) and a copy into the redo log: binding was about a tenth
+// of the gateway's CPU at 64 connections. A statement with those values in
+// its text binds only what varies (ids, times, counts); its program loads
+// the constants itself. A 44-column ledger row took 14.5 µs bound and
+// 10.6 µs with its constant values in the text (BenchmarkLiteralInsert,
+// medians of three runs).
+//
+// Each distinct combination of inlined values is a statement of its own,
+// prepared once on the writer's connection. A statement (literalSQL) has
+// at most maxLiteralVariants of them, the first combinations seen; later
+// ones run the plain statement, bound value by value, so a column that
+// turns out to vary (many principals, say) costs a prepared statement per
+// variant up to the bound and nothing after it. Only the writer's raw path
+// (execRaw) uses them: elsewhere every new text would be prepared again in
+// every transaction.
+
+// literalMode says whether a parameter of a literal statement may be
+// written into its text.
+type literalMode uint8
+
+const (
+	bindValue    literalMode = iota // always bound (ids, times, free text)
+	inlineValue                     // low cardinality: inlined when it can be spelled (see literalOf)
+	inlineIfZero                    // inlined when it is the zero value ("", 0, false), bound otherwise
+)
+
+// maxLiteralVariants bounds the texts of one literal statement (and so the
+// statements the writer keeps prepared for it).
+const maxLiteralVariants = 64
+
+// maxLiteralLen bounds the length of a string written into a statement;
+// longer ones are bound.
+const maxLiteralLen = 128
+
+// literalSQL is a statement with the mode of each of its parameters.
+type literalSQL struct {
+	query string   // every value a parameter: the statement run when no variant applies
+	parts []string // query split at its parameters (len(modes)+1 parts)
+	modes []literalMode
+}
+
+// newLiteralSQL splits query (whose only question marks are its
+// parameters) at its parameters; modes has one entry per parameter.
+func newLiteralSQL(query string, modes ...literalMode) *literalSQL {
+	parts := strings.Split(query, "?")
+	if len(parts) != len(modes)+1 {
+		panic(fmt.Sprintf("literal statement %q: %d parameters, %d modes", firstWords(query), len(parts)-1, len(modes)))
+	}
+	return &literalSQL{query: query, parts: parts, modes: modes}
+}
+
+// repeatLiteralSQL is newLiteralSQL for a multi-row INSERT: query holds
+// rows copies of the row whose parameters' modes are row.
+func repeatLiteralSQL(query string, rows int, row ...literalMode) *literalSQL {
+	modes := make([]literalMode, 0, rows*len(row))
+	for range rows {
+		modes = append(modes, row...)
+	}
+	return newLiteralSQL(query, modes...)
+}
+
+// literalVariant is one text of a literal statement: inlined[i] tells
+// whether parameter i is spelled in it.
+type literalVariant struct {
+	query   string
+	inlined []bool
+}
+
+// literalCache holds the variants of the literal statements one writer ran.
+type literalCache struct {
+	mu       sync.Mutex
+	variants map[*literalSQL]map[string]*literalVariant
+	key      []byte // scratch for the lookup key, under mu
+}
+
+// specialize returns the text to run for args and the args it binds
+// (compacted in place: args must be the caller's own slice). Without a
+// variant for args' values (none to inline, or the statement has its
+// maxLiteralVariants already) it returns the plain statement and args.
+func (c *literalCache) specialize(s *literalSQL, args []any) (string, []any) {
+	if len(args) != len(s.modes) {
+		return s.query, args // the statement reports the mismatch
+	}
+	c.mu.Lock()
+	key := c.key[:0]
+	any := false
+	for i, mode := range s.modes {
+		if !inlinable(mode, args[i]) {
+			key = append(key, 0)
+			continue
+		}
+		any = true
+		key = appendKey(key, args[i])
+	}
+	c.key = key
+	if !any {
+		c.mu.Unlock()
+		return s.query, args
+	}
+	v := c.variants[s][string(key)]
+	if v == nil {
+		if len(c.variants[s]) >= maxLiteralVariants {
+			c.mu.Unlock()
+			return s.query, args
+		}
+		v = s.variant(args)
+		if c.variants == nil {
+			c.variants = map[*literalSQL]map[string]*literalVariant{}
+		}
+		if c.variants[s] == nil {
+			c.variants[s] = map[string]*literalVariant{}
+		}
+		c.variants[s][string(key)] = v
+	}
+	c.mu.Unlock()
+	bound := args[:0]
+	for i, a := range args {
+		if !v.inlined[i] {
+			bound = append(bound, a)
+		}
+	}
+	return v.query, bound
+}
+
+// variant builds the text that spells args' inlinable values.
+func (s *literalSQL) variant(args []any) *literalVariant {
+	v := &literalVariant{inlined: make([]bool, len(args))}
+	var b strings.Builder
+	b.WriteString(s.parts[0])
+	for i, mode := range s.modes {
+		if inlinable(mode, args[i]) {
+			b.WriteString(literalOf(args[i]))
+			v.inlined[i] = true
+		} else {
+			b.WriteByte('?')
+		}
+		b.WriteString(s.parts[i+1])
+	}
+	v.query = b.String()
+	return v
+}
+
+// inlinable reports whether mode lets a be written into the text and a
+// can be: a string without NUL, valid UTF-8 and at most maxLiteralLen
+// long, a bool or an integer. Other types (times, floats) are bound.
+func inlinable(mode literalMode, a any) bool {
+	switch mode {
+	case inlineValue:
+	case inlineIfZero:
+		if !isZeroValue(a) {
+			return false
+		}
+	default:
+		return false
+	}
+	switch v := a.(type) {
+	case string:
+		return len(v) <= maxLiteralLen && utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
+	case bool, int64, int:
+		return true
+	}
+	return false
+}
+
+func isZeroValue(a any) bool {
+	switch v := a.(type) {
+	case string:
+		return v == ""
+	case int64:
+		return v == 0
+	case int:
+		return v == 0
+	case bool:
+		return !v
+	}
+	return false
+}
+
+// appendKey appends an inlinable a to a variant's lookup key, tagged with
+// its type (the string "1" and the integer 1 are different texts).
+func appendKey(key []byte, a any) []byte {
+	switch v := a.(type) {
+	case string:
+		key = append(key, 's')
+		key = binary.AppendUvarint(key, uint64(len(v)))
+		return append(key, v...)
+	case bool:
+		if v {
+			return append(key, 't')
+		}
+		return append(key, 'f')
+	case int64:
+		return binary.AppendVarint(append(key, 'i'), v)
+	case int:
+		return binary.AppendVarint(append(key, 'i'), int64(v))
+	}
+	panic(fmt.Sprintf("literal of %T", a)) // inlinable admits no other type
+}
+
+// literalOf spells an inlinable a as an SQL literal that SQLite stores
+// exactly as it stores a bound a: a string as TEXT, a bool as the integer
+// 1 or 0 (as the driver binds it), an integer as INTEGER.
+func literalOf(a any) string {
+	switch v := a.(type) {
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case bool:
+		if v {
+			return "1"
+		}
+		return "0"
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case int:
+		return strconv.Itoa(v)
+	}
+	panic(fmt.Sprintf("literal of %T", a))
+}
+
+// ExecLiteral is ExecCount for a literal statement (see literalSQL). It
+// may reorder args: pass a slice of the call's own.
+func (g *GroupCommit) ExecLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
+	query := s.query
+	if g.onWriterConn(tx) {
+		query, args = g.literals.specialize(s, args)
+	}
+	return g.ExecCount(ctx, tx, query, args...)
+}
