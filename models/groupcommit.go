@@ -92,7 +92,6 @@ type GroupCommit struct {
 	// statements run in it without database/sql (see execRaw).
 	connTx      *sql.Tx
 	raw         rawStatements
-	literals    literalCache // the texts of literal statements (see literalSQL)
 	acked       atomic.Pointer[chan struct{}]
 	lingerTimer *time.Timer
 	lingerArmed time.Time // openSince of the batches lingerTimer is armed for

@@ -377,7 +377,7 @@ func (l *CostLedger) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.S
 func (l *CostLedger) execLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
 	query := s.query
 	if l.Group != nil && l.Group.onWriterConn(tx) {
-		query, args = l.Group.literals.specialize(s, args)
+		query, args = s.specialize(args)
 	}
 	return l.exec(ctx, tx, query, args...)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -53,11 +54,21 @@ const maxLiteralVariants = 64
 // longer ones are bound.
 const maxLiteralLen = 128
 
-// literalSQL is a statement with the mode of each of its parameters.
+// literalSQL is a statement with the mode of each of its parameters, and
+// the texts made for it so far (its variants: shared by every writer of
+// the process, as a text means the same on any connection).
 type literalSQL struct {
 	query string   // every value a parameter: the statement run when no variant applies
 	parts []string // query split at its parameters (len(modes)+1 parts)
 	modes []literalMode
+
+	// last is the variant used last: consecutive rows of one agent find
+	// it without building a key (most of their values are the very same
+	// strings, which compare at once).
+	last     atomic.Pointer[literalVariant]
+	mu       sync.Mutex
+	variants map[string]*literalVariant // by key (appendKey of the inlined values)
+	key      []byte                     // scratch for the lookup key, under mu
 }
 
 // newLiteralSQL splits query (whose only question marks are its
@@ -67,7 +78,7 @@ func newLiteralSQL(query string, modes ...literalMode) *literalSQL {
 	if len(parts) != len(modes)+1 {
 		panic(fmt.Sprintf("literal statement %q: %d parameters, %d modes", firstWords(query), len(parts)-1, len(modes)))
 	}
-	return &literalSQL{query: query, parts: parts, modes: modes}
+	return &literalSQL{query: query, parts: parts, modes: modes, variants: map[string]*literalVariant{}}
 }
 
 // repeatLiteralSQL is newLiteralSQL for a multi-row INSERT: query holds
@@ -80,78 +91,91 @@ func repeatLiteralSQL(query string, rows int, row ...literalMode) *literalSQL {
 	return newLiteralSQL(query, modes...)
 }
 
-// literalVariant is one text of a literal statement: inlined[i] tells
-// whether parameter i is spelled in it.
+// literalVariant is one text of a literal statement: values[i] is the
+// value spelled for parameter i, nil for a parameter it binds.
 type literalVariant struct {
-	query   string
-	inlined []bool
+	query  string
+	values []any
 }
 
-// literalCache holds the variants of the literal statements one writer ran.
-type literalCache struct {
-	mu       sync.Mutex
-	variants map[*literalSQL]map[string]*literalVariant
-	key      []byte // scratch for the lookup key, under mu
+// fits reports whether v is the text for args.
+func (v *literalVariant) fits(modes []literalMode, args []any) bool {
+	for i, mode := range modes {
+		if mode == bindValue {
+			continue
+		}
+		if !inlinable(mode, args[i]) {
+			if v.values[i] != nil {
+				return false
+			}
+		} else if v.values[i] == nil || v.values[i] != args[i] { // inlinable values are comparable
+			return false
+		}
+	}
+	return true
 }
 
 // specialize returns the text to run for args and the args it binds
 // (compacted in place: args must be the caller's own slice). Without a
 // variant for args' values (none to inline, or the statement has its
 // maxLiteralVariants already) it returns the plain statement and args.
-func (c *literalCache) specialize(s *literalSQL, args []any) (string, []any) {
+func (s *literalSQL) specialize(args []any) (string, []any) {
 	if len(args) != len(s.modes) {
 		return s.query, args // the statement reports the mismatch
 	}
-	c.mu.Lock()
-	key := c.key[:0]
-	any := false
-	for i, mode := range s.modes {
-		if !inlinable(mode, args[i]) {
-			key = append(key, 0)
-			continue
-		}
-		any = true
-		key = appendKey(key, args[i])
-	}
-	c.key = key
-	if !any {
-		c.mu.Unlock()
-		return s.query, args
-	}
-	v := c.variants[s][string(key)]
-	if v == nil {
-		if len(c.variants[s]) >= maxLiteralVariants {
-			c.mu.Unlock()
+	v := s.last.Load()
+	if v == nil || !v.fits(s.modes, args) {
+		if v = s.find(args); v == nil {
 			return s.query, args
 		}
-		v = s.variant(args)
-		if c.variants == nil {
-			c.variants = map[*literalSQL]map[string]*literalVariant{}
-		}
-		if c.variants[s] == nil {
-			c.variants[s] = map[string]*literalVariant{}
-		}
-		c.variants[s][string(key)] = v
+		s.last.Store(v)
 	}
-	c.mu.Unlock()
 	bound := args[:0]
 	for i, a := range args {
-		if !v.inlined[i] {
+		if v.values[i] == nil {
 			bound = append(bound, a)
 		}
 	}
 	return v.query, bound
 }
 
+// find returns the variant for args, made if the statement has fewer than
+// maxLiteralVariants; nil when it has them all or args has nothing to
+// spell.
+func (s *literalSQL) find(args []any) *literalVariant {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := s.key[:0]
+	spelled := false
+	for i, mode := range s.modes {
+		if !inlinable(mode, args[i]) {
+			key = append(key, 0)
+			continue
+		}
+		spelled = true
+		key = appendKey(key, args[i])
+	}
+	s.key = key
+	if !spelled {
+		return nil
+	}
+	v := s.variants[string(key)]
+	if v == nil && len(s.variants) < maxLiteralVariants {
+		v = s.variant(args)
+		s.variants[string(key)] = v
+	}
+	return v
+}
+
 // variant builds the text that spells args' inlinable values.
 func (s *literalSQL) variant(args []any) *literalVariant {
-	v := &literalVariant{inlined: make([]bool, len(args))}
+	v := &literalVariant{values: make([]any, len(args))}
 	var b strings.Builder
 	b.WriteString(s.parts[0])
 	for i, mode := range s.modes {
 		if inlinable(mode, args[i]) {
 			b.WriteString(literalOf(args[i]))
-			v.inlined[i] = true
+			v.values[i] = args[i]
 		} else {
 			b.WriteByte('?')
 		}
@@ -243,7 +267,7 @@ func literalOf(a any) string {
 func (g *GroupCommit) ExecLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
 	query := s.query
 	if g.onWriterConn(tx) {
-		query, args = g.literals.specialize(s, args)
+		query, args = s.specialize(args)
 	}
 	return g.ExecCount(ctx, tx, query, args...)
 }

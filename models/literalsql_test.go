@@ -14,7 +14,10 @@ import (
 // literalTestSQL has one parameter of each mode.
 const literalTestSQL = `INSERT INTO lit (id, a, b, c, d) VALUES (?, ?, ?, ?, ?)`
 
-var literalTestStmt = newLiteralSQL(literalTestSQL, bindValue, inlineValue, inlineValue, inlineIfZero, inlineIfZero)
+// literalTestStmt returns a statement of literalTestSQL with no variant yet.
+func literalTestStmt() *literalSQL {
+	return newLiteralSQL(literalTestSQL, bindValue, inlineValue, inlineValue, inlineIfZero, inlineIfZero)
+}
 
 func literalTestDB(t *testing.T) *sql.DB {
 	t.Helper()
@@ -34,7 +37,7 @@ func literalTestDB(t *testing.T) *sql.DB {
 // same values, same storage classes, whatever the strings hold.
 func TestLiteralSQLStoresWhatBindingStores(t *testing.T) {
 	db := literalTestDB(t)
-	var c literalCache
+	c := literalTestStmt()
 	for i, args := range [][]any{
 		{"agent", true, "", int64(0)},
 		{"O'Brien '' ; DROP TABLE lit; --", false, int64(0), false},
@@ -49,7 +52,7 @@ func TestLiteralSQLStoresWhatBindingStores(t *testing.T) {
 			t.Fatalf("row %d bound: %v", i, err)
 		}
 		spelled := append([]any{int64(2*i + 1)}, args...)
-		q, rest := c.specialize(literalTestStmt, spelled)
+		q, rest := c.specialize(spelled)
 		if _, err := db.Exec(q, rest...); err != nil {
 			t.Fatalf("row %d literal (%s): %v", i, q, err)
 		}
@@ -83,9 +86,9 @@ func TestLiteralSQLStoresWhatBindingStores(t *testing.T) {
 
 // Values that may be spelled are, and the statement binds only the rest.
 func TestLiteralSQLSpellsWhatItMay(t *testing.T) {
-	var c literalCache
+	c := literalTestStmt()
 	args := []any{int64(1), "it's", true, "", int64(9)}
-	q, rest := c.specialize(literalTestStmt, args)
+	q, rest := c.specialize(args)
 	if want := `INSERT INTO lit (id, a, b, c, d) VALUES (?, 'it''s', 1, '', ?)`; q != want {
 		t.Fatalf("text %q, want %q", q, want)
 	}
@@ -93,20 +96,20 @@ func TestLiteralSQLSpellsWhatItMay(t *testing.T) {
 		t.Fatalf("bound %v", rest)
 	}
 	// The same values find the same text; other ones another.
-	q2, _ := c.specialize(literalTestStmt, []any{int64(2), "it's", true, "", int64(10)})
-	q3, _ := c.specialize(literalTestStmt, []any{int64(3), "its", true, "", int64(10)})
+	q2, _ := c.specialize([]any{int64(2), "it's", true, "", int64(10)})
+	q3, _ := c.specialize([]any{int64(3), "its", true, "", int64(10)})
 	if q2 != q || q3 == q {
 		t.Fatalf("texts %q %q %q", q, q2, q3)
 	}
 	// A string and an integer that read alike are different texts.
-	qs, _ := c.specialize(literalTestStmt, []any{int64(4), "1", "x", "", int64(0)})
-	qi, _ := c.specialize(literalTestStmt, []any{int64(5), int64(1), "x", "", int64(0)})
+	qs, _ := c.specialize([]any{int64(4), "1", "x", "", int64(0)})
+	qi, _ := c.specialize([]any{int64(5), int64(1), "x", "", int64(0)})
 	if qs == qi {
 		t.Fatalf("the string \"1\" and the integer 1 share the text %q", qs)
 	}
 	// Nothing to spell: the plain statement, args untouched.
 	args = []any{int64(6), strings.Repeat("x", maxLiteralLen+1), 1.5, "y", int64(1)}
-	q, rest = c.specialize(literalTestStmt, args)
+	q, rest = c.specialize(args)
 	if q != literalTestSQL || len(rest) != 5 {
 		t.Fatalf("text %q with %d arguments", q, len(rest))
 	}
@@ -115,21 +118,21 @@ func TestLiteralSQLSpellsWhatItMay(t *testing.T) {
 // A statement has at most maxLiteralVariants texts; values seen after that
 // are bound, and the texts already made still serve.
 func TestLiteralSQLVariantsAreBounded(t *testing.T) {
-	var c literalCache
+	c := literalTestStmt()
 	for i := range maxLiteralVariants {
-		q, _ := c.specialize(literalTestStmt, []any{int64(i), fmt.Sprintf("agent-%d", i), true, "", int64(0)})
+		q, _ := c.specialize([]any{int64(i), fmt.Sprintf("agent-%d", i), true, "", int64(0)})
 		if q == literalTestSQL {
 			t.Fatalf("variant %d not made", i)
 		}
 	}
-	q, rest := c.specialize(literalTestStmt, []any{int64(0), "one too many", true, "", int64(0)})
+	q, rest := c.specialize([]any{int64(0), "one too many", true, "", int64(0)})
 	if q != literalTestSQL || len(rest) != 5 {
 		t.Fatalf("past the bound: text %q with %d arguments", q, len(rest))
 	}
-	if q, _ := c.specialize(literalTestStmt, []any{int64(0), "agent-3", true, "", int64(0)}); q == literalTestSQL {
+	if q, _ := c.specialize([]any{int64(0), "agent-3", true, "", int64(0)}); q == literalTestSQL {
 		t.Fatal("a variant made before the bound is no longer used")
 	}
-	if n := len(c.variants[literalTestStmt]); n != maxLiteralVariants {
+	if n := len(c.variants); n != maxLiteralVariants {
 		t.Fatalf("%d variants", n)
 	}
 }
@@ -171,8 +174,10 @@ func TestExchangeThroughLiteralStatements(t *testing.T) {
 			t.Fatalf("run row: %q %d %v", agent, turns, err)
 		}
 	}
-	if n := len(st.Group.literals.variants); n == 0 {
-		t.Fatal("the writer made no literal statement")
+	for _, s := range []*literalSQL{insertSessionLiteral, insertRunLiteral, messageLiterals[2]} {
+		if s.last.Load() == nil {
+			t.Fatalf("the writer ran %q without spelling a value", firstWords(s.query))
+		}
 	}
 }
 
@@ -188,7 +193,6 @@ func BenchmarkLiteralInsert(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var c literalCache
 			stmts := map[string]*sql.Stmt{}
 			now := time.Now().UTC()
 			tx, err := db.Begin()
@@ -212,7 +216,7 @@ func BenchmarkLiteralInsert(b *testing.B) {
 					CostMicros: 9, Attempts: 1, ProviderRequestID: "chatcmpl-1", AdmissionID: "a-" + e.CallID}, now)
 				q := settledRowSQL
 				if literal {
-					q, args = c.specialize(settledRowLiteral, args)
+					q, args = settledRowLiteral.specialize(args)
 				}
 				p := stmts[q]
 				if p == nil {
