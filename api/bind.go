@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
 )
 
@@ -23,6 +24,15 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 	}
 	if err := refuseBadText(body); err != nil {
 		return err
+	}
+	// goccy/go-json decodes a request about three times faster; a body it
+	// refuses is decoded again by encoding/json, which decides and words
+	// the error as it always did (TestDecodeJSONAgreesWithEncodingJSON).
+	if gojson.Unmarshal(body, v) == nil {
+		if field, limit := tooLong(reflect.ValueOf(v)); field != "" {
+			return badRequest("%s is longer than %d characters", field, limit).With("field", field)
+		}
+		return nil
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError

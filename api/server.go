@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/gofiber/fiber/v2/middleware/recover"
@@ -85,6 +86,9 @@ func New(d Deps) *Server {
 		IdleTimeout:           120 * time.Second,
 		// Streams (chat, events) write for as long as they run; no WriteTimeout.
 		AppName: "agentry",
+		// goccy/go-json writes what encoding/json writes, faster (see
+		// TestResponseEncoderAgreesWithEncodingJSON).
+		JSONEncoder: gojson.Marshal,
 	})
 	s.app.Use(recover.New())
 	s.app.Use(s.requestID)

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // decodeJSON decodes with goccy/go-json and falls back to encoding/json on
@@ -112,5 +114,34 @@ func TestDecodeJSONBoundsTheBody(t *testing.T) {
 	var got oaResponse
 	if err := h.decodeJSON(context.Background(), &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(ok))}, &got); err != nil || got.ID != "c1" {
 		t.Fatalf("decodeJSON of a body of exactly maxResponseBody: %+v, %v", got, err)
+	}
+}
+
+// post encodes request bodies with goccy/go-json: for each provider's
+// request, the bytes must be the ones encoding/json writes.
+func TestEncodeRequestAgreesWithEncodingJSON(t *testing.T) {
+	temp := 0.25
+	req := Request{Model: "m", Temperature: &temp, MaxTokens: 100, PromptCaching: true, ToolChoice: "lookup",
+		Messages: []Message{
+			{Role: RoleSystem, Content: "You are <terse> & quick \u2028 é 😀"},
+			{Role: RoleUser, Content: "what's \"up\"?\n\ttabbed"},
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "t1", Name: "lookup", Arguments: json.RawMessage(`{ "q" : [1, 2.50, "x"] }`)}}},
+			{Role: RoleTool, ToolCallID: "t1", Name: "lookup", Content: `{"answer":42}`},
+		},
+		Tools: []Tool{{Name: "lookup", Description: "finds things", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}}
+	for _, body := range []any{
+		(&openAIClient{httpBase: &httpBase{}}).buildRequest(req, false),
+		(&openAIClient{httpBase: &httpBase{}}).buildRequest(Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "hi"}}}, true),
+		(&anthropicClient{httpBase: &httpBase{}}).buildRequest(req, false),
+		(&ollamaClient{httpBase: &httpBase{}}).buildRequest(req, false),
+	} {
+		want, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gojson.Marshal(body)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%T:\n goccy %s (%v)\n encoding/json %s", body, got, err, want)
+		}
 	}
 }
