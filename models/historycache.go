@@ -36,9 +36,9 @@ import (
 // sessionFilter).
 type historyCache struct {
 	keep, max int
-	maxBytes  int // bound of the cached messages' size (messageBytes)
+	maxBytes  int // bound of the cached entries' size (entryBytes)
 	seed      maphash.Seed
-	bytes     int // size of the cached messages
+	bytes     int // size of the cached entries (entryBytes)
 
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *historyEntry
@@ -57,7 +57,7 @@ type historyCache struct {
 type historyEntry struct {
 	session string
 	msgs    []ChatMessage
-	bytes   int // messageBytes of msgs
+	bytes   int // entryBytes of session and msgs
 }
 
 type historyLoad struct {
@@ -67,20 +67,37 @@ type historyLoad struct {
 
 // History cache bounds: messages kept per session (more than the chat
 // service's 50-message history), sessions kept, and the size of the
-// messages kept. The size bound is what holds memory: a count of sessions
-// alone let the cache grow with the length of the messages (10,000 sessions
-// of 64 messages of a few KiB each are gigabytes), and under a steady load
-// of returning sessions it grew by about 10 MiB a minute towards it.
-// Least recently used sessions are evicted first.
+// entries kept (entryBytes). The size bound is what holds memory: a count
+// of sessions alone let the cache grow with the length of the messages
+// (10,000 sessions of 64 messages of a few KiB each are gigabytes), and
+// under a steady load of returning sessions it grew by about 10 MiB a
+// minute towards it. Least recently used sessions are evicted first.
+//
+// 64 MiB holds about 90,000 sessions of one short exchange (about 700
+// bytes each as counted). The bound was 16 MiB and 10,000 sessions: a load
+// cycling through more sessions than that (chat-speed.sh's runs continue
+// the sessions of the runs before them) evicted each one before it came
+// back and read every history from SQLite, 15 % of the gateway's CPU in
+// such a run (docs/benchmarks.md).
 const (
 	historyKeep     = 64
-	historySessions = 10_000
-	historyBytes    = 16 << 20
+	historySessions = 100_000
+	historyBytes    = 64 << 20
 )
 
 // messageOverhead is what a cached message costs besides its strings' bytes
 // (the struct and the strings' headers).
 const messageOverhead = int(unsafe.Sizeof(ChatMessage{}))
+
+// entryOverhead is what a cached session costs besides its messages: its
+// entry, its list element and its slot in the map, about.
+const entryOverhead = int(unsafe.Sizeof(historyEntry{})+unsafe.Sizeof(list.Element{})) + 48
+
+// entryBytes is the memory the cache counts for session's entry holding
+// msgs.
+func entryBytes(session string, msgs []ChatMessage) int {
+	return entryOverhead + len(session) + messageBytes(msgs)
+}
 
 // messageBytes is the memory the cache counts for msgs, spare capacity
 // included.
@@ -245,14 +262,14 @@ func (c *historyCache) appended(session string, msgs []ChatMessage) {
 		e.msgs = append(e.msgs[:0:0], e.msgs[over:]...)
 	}
 	c.bytes -= e.bytes
-	e.bytes = messageBytes(e.msgs)
+	e.bytes = entryBytes(session, e.msgs)
 	c.bytes += e.bytes
 	c.lru.MoveToFront(el)
 	c.evict()
 }
 
 func (c *historyCache) put(session string, msgs []ChatMessage) {
-	e := &historyEntry{session: session, msgs: msgs, bytes: messageBytes(msgs)}
+	e := &historyEntry{session: session, msgs: msgs, bytes: entryBytes(session, msgs)}
 	c.entries[session] = c.lru.PushFront(e)
 	c.bytes += e.bytes
 	c.evict()

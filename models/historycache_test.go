@@ -141,7 +141,8 @@ func TestHistoryCacheBoundedBySize(t *testing.T) {
 	}
 	total := 0
 	for el := c.lru.Front(); el != nil; el = el.Next() {
-		total += messageBytes(el.Value.(*historyEntry).msgs)
+		e := el.Value.(*historyEntry)
+		total += entryBytes(e.session, e.msgs)
 	}
 	if total != c.bytes {
 		t.Fatalf("counted %d bytes, holds %d", c.bytes, total)
