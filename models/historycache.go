@@ -73,16 +73,19 @@ type historyLoad struct {
 // under a steady load of returning sessions it grew by about 10 MiB a
 // minute towards it. Least recently used sessions are evicted first.
 //
-// 64 MiB holds about 90,000 sessions of one short exchange (about 700
-// bytes each as counted). The bound was 16 MiB and 10,000 sessions: a load
-// cycling through more sessions than that (chat-speed.sh's runs continue
-// the sessions of the runs before them) evicted each one before it came
-// back and read every history from SQLite, 15 % of the gateway's CPU in
-// such a run (docs/benchmarks.md).
+// The bound was 16 MiB and 10,000 sessions: a load cycling through more
+// sessions than that (chat-speed.sh's runs continue the sessions of the
+// runs before them) evicted each one before it came back and read every
+// history from SQLite, 15 % of the gateway's CPU in such a run
+// (docs/benchmarks.md). 32 MiB holds about 40,000 sessions of one short
+// exchange (about 700 bytes each as counted). Memory costs more than the
+// bound says: with the gateway's GOGC of 400 the heap may grow to five
+// times what is live, and a 64 MiB bound added about 300 MiB of RSS under
+// a soak of returning sessions.
 const (
 	historyKeep     = 64
-	historySessions = 100_000
-	historyBytes    = 64 << 20
+	historySessions = 40_000
+	historyBytes    = 32 << 20
 )
 
 // messageOverhead is what a cached message costs besides its strings' bytes
