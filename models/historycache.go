@@ -77,15 +77,16 @@ type historyLoad struct {
 // sessions than that (chat-speed.sh's runs continue the sessions of the
 // runs before them) evicted each one before it came back and read every
 // history from SQLite, 15 % of the gateway's CPU in such a run
-// (docs/benchmarks.md). 32 MiB holds about 40,000 sessions of one short
-// exchange (about 700 bytes each as counted). Memory costs more than the
-// bound says: with the gateway's GOGC of 400 the heap may grow to five
-// times what is live, and a 64 MiB bound added about 300 MiB of RSS under
-// a soak of returning sessions.
+// (docs/benchmarks.md). Now the size bound alone decides for short
+// sessions: 16 MiB holds about 23,000 sessions of one short exchange
+// (about 700 bytes each as counted). Memory costs more than the bound
+// says: with the gateway's GOGC of 400 the heap may grow to five times
+// what is live, and bounds of 64 and 32 MiB added about 300 and 200 MiB of
+// RSS under a soak of returning sessions.
 const (
 	historyKeep     = 64
-	historySessions = 40_000
-	historyBytes    = 32 << 20
+	historySessions = 100_000
+	historyBytes    = 16 << 20
 )
 
 // messageOverhead is what a cached message costs besides its strings' bytes
