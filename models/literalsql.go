@@ -42,7 +42,7 @@ type literalMode uint8
 
 const (
 	bindValue    literalMode = iota // always bound (ids, times, free text)
-	inlineValue                     // low cardinality: inlined when it can be spelled (see literalOf)
+	inlineValue                     // low cardinality: inlined when it can be spelled (see inlinable)
 	inlineIfZero                    // inlined when it is the zero value ("", 0, false), bound otherwise
 )
 
