@@ -26,10 +26,14 @@ const headerTraceID = "X-Trace-ID"
 // per request (named by the route template, continuing a caller's
 // traceparent), the HTTP metrics, and the audit line. The error envelope
 // is rendered inside (requestLog), so the status seen here is the one sent.
+// serverSpan is made once (an option is an interface value: each call of
+// trace.WithSpanKind allocates).
+var serverSpan = trace.WithSpanKind(trace.SpanKindServer)
+
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
 	ctx := otel.GetTextMapPropagator().Extract(c.UserContext(), fiberCarrier{c})
-	ctx, span := telemetry.Tracer().Start(ctx, methodName(c.Method()), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := telemetry.Tracer().Start(ctx, methodName(c.Method()), serverSpan)
 	c.SetUserContext(ctx)
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		c.Set(headerTraceID, sc.TraceID().String())

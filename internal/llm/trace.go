@@ -54,10 +54,13 @@ func providerName(p Provider, id string) string {
 	return id
 }
 
+// clientSpan is made once (each call of trace.WithSpanKind allocates).
+var clientSpan = trace.WithSpanKind(trace.SpanKindClient)
+
 // startCallSpan opens the span of one inference; the admission span, the
 // provider's HTTP spans and the settlement happen inside it.
 func startCallSpan(ctx context.Context, call *Call) (context.Context, trace.Span) {
-	ctx, span := telemetry.Tracer().Start(ctx, "chat "+call.Model, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := telemetry.Tracer().Start(ctx, "chat "+call.Model, clientSpan)
 	if !span.IsRecording() {
 		return ctx, span
 	}
