@@ -104,11 +104,14 @@ func (v *literalVariant) fits(modes []literalMode, args []any) bool {
 		if mode == bindValue {
 			continue
 		}
-		if !inlinable(mode, args[i]) {
-			if v.values[i] != nil {
+		if spelled := v.values[i]; spelled != nil {
+			// A value equal to one spelled is as inlinable as it was. An
+			// argument of another type compares unequal without panicking
+			// (spelled values are strings, booleans and integers).
+			if args[i] != spelled {
 				return false
 			}
-		} else if v.values[i] == nil || v.values[i] != args[i] { // inlinable values are comparable
+		} else if inlinable(mode, args[i]) {
 			return false
 		}
 	}

@@ -107,6 +107,12 @@ func TestLiteralSQLSpellsWhatItMay(t *testing.T) {
 	if qs == qi {
 		t.Fatalf("the string \"1\" and the integer 1 share the text %q", qs)
 	}
+	// A value of a type never spelled (here []byte, which cannot even be
+	// compared) where the last text spelled a string is bound.
+	q, rest = c.specialize([]any{int64(7), []byte("x"), true, "", int64(0)})
+	if strings.Contains(q, "'x'") || len(rest) != 2 {
+		t.Fatalf("text %q with %d arguments", q, len(rest))
+	}
 	// Nothing to spell: the plain statement, args untouched.
 	args = []any{int64(6), strings.Repeat("x", maxLiteralLen+1), 1.5, "y", int64(1)}
 	q, rest = c.specialize(args)
