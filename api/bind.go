@@ -28,22 +28,18 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 	// goccy/go-json decodes a request about three times faster; a body it
 	// refuses is decoded again by encoding/json, which decides and words
 	// the error as it always did (TestDecodeJSONAgreesWithEncodingJSON).
-	if gojson.Unmarshal(body, v) == nil {
-		if field, limit := tooLong(reflect.ValueOf(v)); field != "" {
-			return badRequest("%s is longer than %d characters", field, limit).With("field", field)
+	if gojson.Unmarshal(body, v) != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				return badRequest("field %s: expected %s, got %s", te.Field, te.Type.String(), te.Value)
+			}
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				return badRequest("request body is not valid JSON: %v", err)
+			}
+			return badRequest("invalid request body: %v", err)
 		}
-		return nil
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return badRequest("field %s: expected %s, got %s", te.Field, te.Type.String(), te.Value)
-		}
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return badRequest("request body is not valid JSON: %v", err)
-		}
-		return badRequest("invalid request body: %v", err)
 	}
 	if field, limit := tooLong(reflect.ValueOf(v)); field != "" {
 		return badRequest("%s is longer than %d characters", field, limit).With("field", field)

@@ -22,14 +22,14 @@ import (
 // can be handed to an operator (error envelopes carry it as trace_id).
 const headerTraceID = "X-Trace-ID"
 
-// observe is the outermost middleware after the request id: a server span
-// per request (named by the route template, continuing a caller's
-// traceparent), the HTTP metrics, and the audit line. The error envelope
-// is rendered inside (requestLog), so the status seen here is the one sent.
 // serverSpan is made once (an option is an interface value: each call of
 // trace.WithSpanKind allocates).
 var serverSpan = trace.WithSpanKind(trace.SpanKindServer)
 
+// observe is the outermost middleware after the request id: a server span
+// per request (named by the route template, continuing a caller's
+// traceparent), the HTTP metrics, and the audit line. The error envelope
+// is rendered inside (requestLog), so the status seen here is the one sent.
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
 	ctx := otel.GetTextMapPropagator().Extract(c.UserContext(), fiberCarrier{c})

@@ -378,7 +378,7 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 		if s.scrub != nil && errText != "" {
 			errText = s.scrub(errText)
 		}
-		if _, err := s.Group.ExecLiteral(ctx, tx, insertRunLiteral, run.RunID, run.ResponseID, run.AgentID, run.SessionID, run.Subject, run.Source,
+		if err := s.Group.ExecLiteral(ctx, tx, insertRunLiteral, run.RunID, run.ResponseID, run.AgentID, run.SessionID, run.Subject, run.Source,
 			run.Provider, run.Model, run.Status, errText, run.Turns, run.InputTokens, run.OutputTokens, run.Metadata, run.StartedAt, run.FinishedAt); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
@@ -410,7 +410,7 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 			m.SessionID, m.SessionKey, m.Seq, m.CreatedAt = sess.ID, sess.Key, last+int64(start+i)+1, now
 			args = append(args, sessionID, sessionKey, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, created)
 		}
-		if _, err := s.Group.ExecLiteral(ctx, tx, messageLiterals[len(part)], args...); err != nil {
+		if err := s.Group.ExecLiteral(ctx, tx, messageLiterals[len(part)], args...); err != nil {
 			return fmt.Errorf("store message: %w", err)
 		}
 	}
@@ -444,7 +444,7 @@ func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession,
 		}
 	}
 	sess.Key = s.newSessionKey()
-	if _, err := s.Group.ExecLiteral(ctx, tx, insertSessionLiteral, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
+	if err := s.Group.ExecLiteral(ctx, tx, insertSessionLiteral, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
 		return false, fmt.Errorf("store session: %w", err)
 	}
 	s.window.add(sess.ID, sess.Key)

@@ -375,10 +375,7 @@ func (l *CostLedger) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.S
 // execLiteral is exec for a literal statement (see literalSQL); it may
 // reorder args.
 func (l *CostLedger) execLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
-	query := s.query
-	if l.Group != nil && l.Group.onWriterConn(tx) {
-		query, args = s.specialize(args)
-	}
+	query, args := l.Group.literalText(tx, s, args)
 	return l.exec(ctx, tx, query, args...)
 }
 

@@ -265,12 +265,20 @@ func literalOf(a any) string {
 	panic(fmt.Sprintf("literal of %T", a))
 }
 
-// ExecLiteral is ExecCount for a literal statement (see literalSQL). It
-// may reorder args: pass a slice of the call's own.
-func (g *GroupCommit) ExecLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
-	query := s.query
-	if g.onWriterConn(tx) {
-		query, args = s.specialize(args)
+// ExecLiteral is Exec for a literal statement (see literalSQL). It may
+// reorder args: pass a slice of the call's own.
+func (g *GroupCommit) ExecLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) error {
+	query, args := g.literalText(tx, s, args)
+	return g.Exec(ctx, tx, query, args...)
+}
+
+// literalText is the text of s to run in tx and the args it binds: a
+// variant on the writer's own connection (its raw path), the plain
+// statement elsewhere, where every new text would be prepared again in
+// every transaction. g may be nil (no group commit: the plain statement).
+func (g *GroupCommit) literalText(tx *sql.Tx, s *literalSQL, args []any) (string, []any) {
+	if g != nil && g.onWriterConn(tx) {
+		return s.specialize(args)
 	}
-	return g.ExecCount(ctx, tx, query, args...)
+	return s.query, args
 }

@@ -180,11 +180,23 @@ func TestExchangeThroughLiteralStatements(t *testing.T) {
 			t.Fatalf("run row: %q %d %v", agent, turns, err)
 		}
 	}
-	for _, s := range []*literalSQL{insertSessionLiteral, insertRunLiteral, messageLiterals[2]} {
-		if s.last.Load() == nil {
-			t.Fatalf("the writer ran %q without spelling a value", firstWords(s.query))
+	// The agent name is this test's own: only its writes spelled it.
+	for _, s := range []*literalSQL{insertSessionLiteral, insertRunLiteral} {
+		if !hasVariantSpelling(s, `'O''Brien'`) {
+			t.Fatalf("the writer ran %q without spelling the agent", firstWords(s.query))
 		}
 	}
+}
+
+func hasVariantSpelling(s *literalSQL, literal string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.variants {
+		if strings.Contains(v.query, literal) {
+			return true
+		}
+	}
+	return false
 }
 
 // BenchmarkLiteralInsert: a settled ledger row (settledRowSQL) bound value
