@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/hangup"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/scrub"
@@ -114,7 +115,7 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 	// returns): detach it from the request, keeping the caller; the hangup
 	// watch (stopped when the body is written) cancels it if the client
 	// goes away.
-	runCtx, stop := f.Hangups.Watch(auth.WithPrincipal(context.WithoutCancel(ctx), auth.FromContext(ctx)), c.Context().Conn())
+	runCtx, stop := f.Hangups.Watch(auth.WithPrincipal(detached.Context(ctx), auth.FromContext(ctx)), c.Context().Conn())
 	run := startStreamRun(runCtx, f.Chat, req)
 	select {
 	case <-run.started:

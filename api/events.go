@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/events"
 )
 
@@ -87,7 +88,7 @@ func (f *EventsFeature) stream(c *fiber.Ctx) error {
 
 	// The stream outlives the handler (fasthttp runs the writer after it
 	// returns); it ends when the client goes away or the server shuts down.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(c.UserContext()))
+	ctx, cancel := context.WithCancel(detached.Context(c.UserContext()))
 	ch, err := f.Bus.Subscribe(ctx, filter, after)
 	if err != nil {
 		cancel()

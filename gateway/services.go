@@ -16,6 +16,7 @@ import (
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/delivery"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/events"
 	"github.com/agentryhq/agentry/internal/hangup"
 	"github.com/agentryhq/agentry/internal/llm"
@@ -90,7 +91,7 @@ var AgentWatchInterval = 2 * time.Second
 // NewServices builds the feature services.
 func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, error) {
 	cfg := g.Config
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	bg, cancel := context.WithCancel(detached.Context(ctx))
 	s := &Services{gw: g, log: log, cancel: cancel, bg: bg}
 	s.worker = worker.New(g.Temporal, cfg.Temporal.TaskQueue, log)
 

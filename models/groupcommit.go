@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/detached"
 )
 
 // GroupCommit is the single writer of the chat path on SQLite (group
@@ -323,7 +325,7 @@ func (g *GroupCommit) callerMayWrite() bool {
 
 func (g *GroupCommit) newJob(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, noTx bool) *commitJob {
 	j := jobPool.Get().(*commitJob)
-	j.ctx, j.fn, j.noTx = context.WithoutCancel(ctx), fn, noTx
+	j.ctx, j.fn, j.noTx = detached.Context(ctx), fn, noTx
 	return j
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/agentryhq/agentry/internal/detached"
 )
 
 // The cost ledger: one row per inference call (idempotent on the call id),
@@ -474,7 +476,7 @@ func (l *CostLedger) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // group commit without cancellation (see inTx).
 func (l *CostLedger) writerCtx(ctx context.Context) context.Context {
 	if l.Group != nil {
-		return context.WithoutCancel(ctx)
+		return detached.Context(ctx)
 	}
 	return ctx
 }
@@ -629,7 +631,7 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 			// Not cancelled with the caller: a written settlement is owed
 			// whatever the request does next. On an error each held one
 			// wrote itself alone.
-			_ = l.writeHeld(context.WithoutCancel(ctx), held, nil)
+			_ = l.writeHeld(detached.Context(ctx), held, nil)
 		}
 	}
 	ctx = l.writerCtx(ctx)

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -55,7 +56,7 @@ func (s *Service) Decide(ctx context.Context, id int64, decision, subject, comme
 		return nil, decided(ap)
 	}
 	// Once sent, wait for the run's answer even if the caller goes away.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(detached.Context(ctx), 30*time.Second)
 	defer cancel()
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: ap.WorkflowID, UpdateName: workflows.UpdateApprovalDecision, WaitForStage: client.WorkflowUpdateStageCompleted,

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/models"
@@ -174,10 +176,9 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	// is sent, so the LLM calls' settlements need not wait for their own
 	// commit (models.CommitLater).
 	ex := &inProcess{ctx: models.CommitLater(ctx), svc: s, def: def, set: set, onDelta: onDelta,
-		workDir: filepath.Join(s.Config.Workspace.SessionsDir(), sessionID),
 		meta: llm.CallMeta{Subject: subject, Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
 			Source: req.Source, Trigger: "api", DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
-	defer s.Store.FlushLater(context.WithoutCancel(ex.ctx)) // nothing left once the exchange is saved
+	defer s.Store.FlushLater(detached.Context(ex.ctx)) // nothing left once the exchange is saved
 	out, runErr := agent.Run(ex, agent.Input{
 		Provider: set.Provider, Model: set.Model, SystemPrompt: s.Toolbox.SystemPrompt(def), History: history, UserText: req.Text,
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
@@ -212,7 +213,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	}
 	sess := &models.ChatSession{ID: sessionID, AgentID: def.ID, Subject: subject, UserID: req.UserID, Username: req.Username, Source: req.Source}
 	// ex.ctx: on PostgreSQL the exchange carries the settlements it holds.
-	if err := s.Store.SaveExchange(context.WithoutCancel(ex.ctx), sess, run, msgs); err != nil && runErr == nil {
+	if err := s.Store.SaveExchange(detached.Context(ex.ctx), sess, run, msgs); err != nil && runErr == nil {
 		return nil, err
 	}
 	if runErr != nil {
@@ -302,13 +303,18 @@ type inProcess struct {
 	def     *agent.Definition
 	set     Settings
 	onDelta func(string) error
-	workDir string
 	meta    llm.CallMeta
+}
+
+// workDir is the session's work directory, where its tools run. Worked
+// out when a tool runs, not for every exchange (most call no tool).
+func (e *inProcess) workDir() string {
+	return filepath.Join(e.svc.Config.Workspace.SessionsDir(), e.meta.SessionID)
 }
 
 func (e *inProcess) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 	call := &llm.Call{Provider: t.Provider, Model: t.Request.Model, Request: t.Request, Meta: e.meta}
-	call.Meta.CallID = fmt.Sprintf("%s-t%d", e.meta.RunID, t.Turn)
+	call.Meta.CallID = e.meta.RunID + "-t" + strconv.Itoa(t.Turn)
 	if e.onDelta != nil {
 		call.Stream = true
 		call.OnDelta = e.onDelta
@@ -321,7 +327,7 @@ func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error)
 		// Only durable runs can park for a person's decision.
 		return agent.ApprovalRefusedInChat(inv.Call.Name), nil
 	}
-	res, err := e.svc.Toolbox.Execute(e.ctx, e.workDir, e.def.ToolGrants(), inv.Call)
+	res, err := e.svc.Toolbox.Execute(e.ctx, e.workDir(), e.def.ToolGrants(), inv.Call)
 	var unreachable *mcp.TransportError
 	if errors.As(err, &unreachable) {
 		// In chat there is no durable retry: the model hears about it.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/detached"
 )
 
 // applier moves settled reservations to the budget counters in batches
@@ -53,7 +55,7 @@ func (ap *applier) run(ctx context.Context) {
 			return
 		case <-ap.wake:
 		}
-		if err := ap.flush(context.WithoutCancel(ctx)); err != nil {
+		if err := ap.flush(detached.Context(ctx)); err != nil {
 			ap.c.log.Warn("cost ledger: recording settled calls on the budget counters failed; the reaper records them after costs.reservation_ttl", "err", err)
 		}
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/textcut"
 	"github.com/agentryhq/agentry/models"
@@ -714,7 +715,7 @@ func (c *Controller) forgetCounters() {
 func (a *admission) rejectEarly(ctx context.Context, r *Rejection) error {
 	r.Provider, r.Model = a.provider, a.model
 	a.entry.RejectionCode = r.Code
-	if err := a.c.store.RecordRejection(context.WithoutCancel(ctx), a.entry); err != nil {
+	if err := a.c.store.RecordRejection(detached.Context(ctx), a.entry); err != nil {
 		a.c.log.Error("cost ledger: recording a rejected call failed", "call_id", a.callID, "code", r.Code, "err", err)
 	}
 	return r
@@ -723,7 +724,7 @@ func (a *admission) rejectEarly(ctx context.Context, r *Rejection) error {
 // fail undoes what admission took (window entries, slot, probe) and
 // records the rejection; err (a backend failure) wins over r.
 func (a *admission) fail(ctx context.Context, r *Rejection, err error) error {
-	a.undo(context.WithoutCancel(ctx))
+	a.undo(detached.Context(ctx))
 	if err != nil {
 		return fmt.Errorf("cost admission of call %s: %w", a.callID, err)
 	}
@@ -802,7 +803,7 @@ func (a *admission) settle(ctx context.Context, resp *llm.Response, callErr erro
 	// reply is sent.
 	queued := a.c.store.SettleCallLater(ctx, st, func(res models.SettleResult, err error) {
 		if err != nil || res.Pending || (res.Applied && len(res.Counters) > 0 && a.p.alertThreshold > 0) {
-			go a.recorded(context.WithoutCancel(ctx), res, err) // off the committing goroutine, which may hold the writer
+			go a.recorded(detached.Context(ctx), res, err) // off the committing goroutine, which may hold the writer
 		}
 	})
 	if !queued {

@@ -220,7 +220,7 @@ func monthOf(t time.Time) period {
 	return period{s, s.AddDate(0, 1, 0)}
 }
 
-func dayKey(t time.Time) string { return "day:" + t.UTC().Format(time.DateOnly) }
+func dayKey(t time.Time) string { return textsOfDay(t).key }
 
 // monthDayKeys are the day counters of t's month before t's day.
 func monthDayKeys(t time.Time) []string {
@@ -238,9 +238,10 @@ func monthDayKeys(t time.Time) []string {
 func (p *policy) scopes(now time.Time, subject, agentID string, build string) []budgetScope {
 	d := dayOf(now)
 	dayStart, dayEnd := d.start, d.end
-	day := dayStart.Format(time.DateOnly)
+	texts := textsOfDay(now)
+	day := texts.date
 	out := []budgetScope{
-		{key: dayKey(now), kind: "day", limit: p.dailyMicros, seed: models.CounterSeed{Key: dayKey(now), From: dayStart, To: dayEnd}},
+		{key: texts.key, kind: "day", limit: p.dailyMicros, seed: models.CounterSeed{Key: texts.key, From: dayStart, To: dayEnd}},
 	}
 	// Calls without a subject are unattributed: they stay under the global
 	// budgets only (and lower the attribution figure of /costs/status).

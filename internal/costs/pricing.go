@@ -198,7 +198,7 @@ func NewPriceBook(history []models.PriceVersion, configured map[string]config.Pr
 // model has no price in effect (unknown pricing).
 func (b *PriceBook) Lookup(provider, model string, t time.Time) (*Price, bool) {
 	list := b.byKey[provider+"/"+model]
-	day := t.UTC().Format(time.DateOnly)
+	day := textsOfDay(t).date
 	for i := len(list) - 1; i >= 0; i-- {
 		if list[i].EffectiveDate <= day {
 			return list[i], true

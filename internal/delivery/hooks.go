@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
@@ -173,7 +174,7 @@ func (h *Hooks) follow(ctx context.Context, hook Hook, wait time.Duration) error
 				sleep(ctx, wait)
 			}
 		}
-		if err := h.Store.SetHookCursor(context.WithoutCancel(ctx), hook.Key, ev.ID); err != nil {
+		if err := h.Store.SetHookCursor(detached.Context(ctx), hook.Key, ev.ID); err != nil {
 			h.log().Warn("event hook: could not save cursor", "hook", hook.Key, "err", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/sweeper"
 	"github.com/agentryhq/agentry/models"
@@ -115,7 +116,7 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (string, error) {
 // workflow has started: if the process dies in between, Sweep starts it.
 func (s *Service) Enqueue(ctx context.Context, msg workflows.DeliveryInput, dest string) error {
 	// Once begun, finish even if the caller goes away.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(detached.Context(ctx), 30*time.Second)
 	defer cancel()
 	msg.Retry = msg.Retry.WithDefaults()
 	// The body is stored (outbox) and becomes workflow input: scrub it

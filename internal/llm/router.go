@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/google/uuid"
+
+	"github.com/agentryhq/agentry/internal/detached"
 )
 
 // Sources of a call (CallMeta.Source): the surface the inference serves.
@@ -214,7 +216,7 @@ func (r *Router) Do(ctx context.Context, call *Call) (resp *Response, err error)
 			if resp != nil && resp.Attempts > n {
 				n = resp.Attempts
 			}
-			adm.Settle(context.WithoutCancel(ctx), resp, settleErr, n)
+			adm.Settle(detached.Context(ctx), resp, settleErr, n)
 			if p != nil {
 				panic(p)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
@@ -31,7 +32,7 @@ import (
 // refused request changes nothing.
 func (r *Service) Retry(ctx context.Context, taskID, runID int64) (*models.TaskRun, error) {
 	principal := auth.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(detached.Context(ctx), 30*time.Second)
 	defer cancel()
 
 	old, err := r.Store.GetRun(ctx, taskID, runID)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/models"
@@ -71,7 +72,7 @@ type Service struct {
 func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*models.TaskRun, error) {
 	// Once begun, finish (or undo) the start even if the caller goes away.
 	principal := auth.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(detached.Context(ctx), 30*time.Second)
 	defer cancel()
 
 	task, err := r.Store.GetTask(ctx, taskID)
@@ -267,7 +268,7 @@ func (r *Service) repairStale(ctx context.Context, taskID int64) bool {
 // unknown task or run (or a run of another task), models.ErrRunNotActive
 // (409) for a run that already ended.
 func (r *Service) Cancel(ctx context.Context, taskID, runID int64) (*models.TaskRun, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(detached.Context(ctx), 30*time.Second)
 	defer cancel()
 	run, err := r.Store.GetRun(ctx, taskID, runID)
 	if err != nil {

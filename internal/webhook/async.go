@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -92,7 +93,7 @@ func (s *Service) HandleAsync(ctx context.Context, req Request) (*Accepted, erro
 	}
 	rec := &models.WebhookRun{ID: runID, AgentID: def.ID, Subject: subject, UserID: creq.UserID, SessionID: creq.SessionID,
 		ThreadID: mapped.ThreadID, Status: models.WebhookRunQueued}
-	if err := s.Store.CreateWebhookRun(context.WithoutCancel(ctx), rec); err != nil {
+	if err := s.Store.CreateWebhookRun(detached.Context(ctx), rec); err != nil {
 		return nil, err
 	}
 	return acc, nil

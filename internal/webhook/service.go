@@ -19,6 +19,7 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
+	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 )
@@ -264,7 +265,7 @@ func newOwner() string {
 
 func (s *Service) runClaimed(ctx context.Context, rec *models.WebhookIdempotency, lease time.Duration, req chat.Request, m *Mapped) (*Reply, bool, error) {
 	// Record the outcome, and keep the claim alive, even if the caller went away.
-	bg := context.WithoutCancel(ctx)
+	bg := detached.Context(ctx)
 	stop := make(chan struct{})
 	renewed := make(chan struct{})
 	go func() {
@@ -305,6 +306,6 @@ func (s *Service) maybePurge(ctx context.Context) {
 	}
 	s.purgeMu.Unlock()
 	if due {
-		_, _ = s.Store.PurgeIdempotency(context.WithoutCancel(ctx))
+		_, _ = s.Store.PurgeIdempotency(detached.Context(ctx))
 	}
 }
