@@ -47,6 +47,7 @@ type GroupCommit struct {
 	// jobs.
 	writing sync.Mutex
 	wake    chan struct{} // a job was queued (capacity 1)
+	scratch []*commitJob  // the writer's, for admissionsFirst
 	// lastBatch is how many jobs the last batch held (see inlineBatchLimit).
 	lastBatch atomic.Int32
 	// inFlight is how many journaled admissions were not settled yet
@@ -591,12 +592,46 @@ func (g *GroupCommit) drain(batch []*commitJob, errs []error) {
 		if len(batch) == 0 {
 			return
 		}
-		g.runBatch(batch, errs[:len(batch)])
-		for i, j := range batch {
-			batch[i] = nil
-			j.done <- errs[i]
+		// Journaled admissions go first, in a batch of their own, and are
+		// answered before the rest runs: their callers then wait only for
+		// the decisions and the journal's write, and call their providers
+		// while the writer runs the others' statements, instead of waiting
+		// for those statements too. An admission taken ahead of writes
+		// queued before it sees their calls' reservations not yet settled:
+		// less room, never more.
+		n := admissionsFirst(batch, &g.scratch)
+		for _, part := range [][]*commitJob{batch[:n], batch[n:]} {
+			if len(part) == 0 {
+				continue
+			}
+			errs := errs[:len(part)]
+			g.runBatch(part, errs)
+			for i, j := range part {
+				part[i] = nil
+				j.done <- errs[i]
+			}
 		}
 	}
+}
+
+// admissionsFirst orders batch in place with its journaled admissions
+// (noTx jobs) first, each group in its queue order, and returns how many
+// there are. scratch is reused between calls.
+func admissionsFirst(batch []*commitJob, scratch *[]*commitJob) int {
+	others := (*scratch)[:0]
+	n := 0
+	for _, j := range batch {
+		if j.noTx {
+			batch[n] = j
+			n++
+		} else {
+			others = append(others, j)
+		}
+	}
+	copy(batch[n:], others)
+	clear(others)
+	*scratch = others
+	return n
 }
 
 // armDueTimer sets the timer of the oldest journaled admission and returns

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func openGrouped(t testing.TB) *Store {
@@ -367,4 +368,75 @@ var testSessionKeys atomic.Int64
 // insertTestSession writes a session row with id in tx.
 func insertTestSession(ctx context.Context, g *GroupCommit, tx *sql.Tx, id string) error {
 	return g.Exec(ctx, tx, insertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", testSessionKeys.Add(1))
+}
+
+// TestGroupCommitAnswersAdmissionsBeforeOtherWrites: a journaled admission
+// queued behind another request's write is answered without waiting for
+// that write's statements (they run in a batch after it), so its caller can
+// call its provider meanwhile.
+func TestGroupCommitAnswersAdmissionsBeforeOtherWrites(t *testing.T) {
+	s := openGrouped(t)
+	g, ctx := s.Group, context.Background()
+	release := make(chan struct{})
+	// The writer is held off while both queue, so that one drain takes
+	// them, the write first.
+	g.writing.Lock()
+	wrote := make(chan error, 1)
+	go func() {
+		wrote <- g.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			<-release
+			return insertTestSession(ctx, g, tx, "written")
+		})
+	}()
+	for len(g.jobs) < 1 {
+		runtime.Gosched()
+	}
+	admitted := make(chan error, 1)
+	go func() {
+		admitted <- g.admitJournaled(ctx, func(context.Context, *sql.Tx) error { return nil })
+	}()
+	for len(g.jobs) < 2 {
+		runtime.Gosched()
+	}
+	g.writing.Unlock()
+	select {
+	case err := <-admitted:
+		if err != nil {
+			t.Fatalf("admission: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the admission waited for a write queued before it")
+	}
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	var n int64
+	s.DB.Raw("SELECT COUNT(*) FROM chat_sessions WHERE id = 'written'").Scan(&n)
+	if n != 1 {
+		t.Fatal("the write behind the admission was not committed")
+	}
+}
+
+func TestAdmissionsFirstKeepsEachGroupsOrder(t *testing.T) {
+	var jobs []*commitJob
+	for i := range 7 {
+		jobs = append(jobs, &commitJob{noTx: i%3 == 1})
+	}
+	want := []*commitJob{jobs[1], jobs[4], jobs[0], jobs[2], jobs[3], jobs[5], jobs[6]}
+	var scratch []*commitJob
+	if n := admissionsFirst(jobs, &scratch); n != 2 {
+		t.Fatalf("%d admissions, want 2", n)
+	}
+	for i := range want {
+		if jobs[i] != want[i] {
+			t.Fatalf("job %d out of order", i)
+		}
+	}
+	for _, j := range scratch[:cap(scratch)] {
+		if j != nil {
+			t.Fatal("the scratch slice keeps jobs alive")
+		}
+	}
 }
