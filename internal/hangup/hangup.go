@@ -37,7 +37,7 @@ type Watcher struct {
 }
 
 type entry struct {
-	peek   func() state
+	conn   net.Conn
 	cancel context.CancelCauseFunc
 }
 
@@ -59,11 +59,13 @@ var ErrClientGone = context.Canceled
 // be watched gives a plain cancellable context.
 func (w *Watcher) Watch(ctx context.Context, conn net.Conn) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	peek := peeker(conn)
-	if w == nil || peek == nil {
+	if w == nil || !watchable(conn) {
 		return ctx, func() { cancel(nil) }
 	}
-	e := &entry{peek: peek, cancel: cancel}
+	// The connection is looked at (peek) only by the watcher's loop, so a
+	// request over before the next tick, the usual one, pays for no more
+	// than its entry.
+	e := &entry{conn: conn, cancel: cancel}
 	w.mu.Lock()
 	w.watched[e] = struct{}{}
 	if !w.running {
@@ -104,7 +106,7 @@ func (w *Watcher) loop() {
 		}
 		w.mu.Unlock()
 		for _, e := range batch {
-			if e.peek() == gone {
+			if peek(e.conn) == gone {
 				e.cancel(ErrClientGone)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,24 +49,42 @@ type httpBase struct {
 	// header is what every request starts with (requestHeader).
 	headerOnce sync.Once
 	header     http.Header
+
+	hostOnce sync.Once
+	host     string // hostname
 }
 
 // requestHeader returns a copy of the headers every request to the
-// provider carries: the JSON ones and the configured extra ones (which
-// win). Cloning the finished set is about half the cost of setting each
-// header on every request.
-func (h *httpBase) requestHeader() http.Header {
+// provider carries: the JSON ones, the configured extra ones (which win)
+// and what setAuth adds (the provider's credentials and version, the same
+// for every request of a client). Cloning the finished set is about half
+// the cost of setting each header on every request.
+func (h *httpBase) requestHeader(setAuth func(http.Header)) http.Header {
 	h.headerOnce.Do(func() {
-		hd := make(http.Header, 3+len(h.headers))
+		hd := make(http.Header, 5+len(h.headers))
 		hd.Set("Content-Type", "application/json")
 		hd.Set("Accept", "application/json, text/event-stream, application/x-ndjson")
 		hd.Set("User-Agent", "agentry")
 		for k, v := range h.headers {
 			hd.Set(k, v)
 		}
+		if setAuth != nil {
+			setAuth(hd)
+		}
 		h.header = hd
 	})
 	return h.header.Clone()
+}
+
+// hostname is the host name of the provider's base URL ("" if it does not
+// parse), worked out once.
+func (h *httpBase) hostname() string {
+	h.hostOnce.Do(func() {
+		if u, err := url.Parse(h.base); err == nil {
+			h.host = u.Hostname()
+		}
+	})
+	return h.host
 }
 
 func newHTTPBase(id, typ, base string, cfg ProviderConfig) *httpBase {
@@ -117,7 +136,8 @@ func (h *httpBase) Kind() string    { return h.typ }
 func (h *httpBase) Address() string { return h.base }
 
 // post sends body as JSON to path and returns the response when its status is 2xx; otherwise the
-// body is read into a ProviderError. setAuth adds the provider's credentials and version headers.
+// body is read into a ProviderError. setAuth adds the provider's credentials and version headers
+// (once per client: see requestHeader).
 func (h *httpBase) post(ctx context.Context, path string, body any, setAuth func(http.Header)) (*http.Response, error) {
 	// goccy/go-json writes what encoding/json writes, in about half the
 	// time (TestEncodeRequestAgreesWithEncodingJSON).
@@ -129,10 +149,7 @@ func (h *httpBase) post(ctx context.Context, path string, body any, setAuth func
 	if err != nil {
 		return nil, fmt.Errorf("llm provider %q: build request: %w", h.id, err)
 	}
-	req.Header = h.requestHeader()
-	if setAuth != nil {
-		setAuth(req.Header)
-	}
+	req.Header = h.requestHeader(setAuth)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return nil, h.transportError(ctx, err)

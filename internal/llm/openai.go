@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -122,8 +121,7 @@ func (c *openAIClient) setAuth(h http.Header) {
 // usesMaxCompletionTokens: OpenAI itself deprecated max_tokens (its reasoning models reject it);
 // most compatible servers only know max_tokens.
 func (c *openAIClient) usesMaxCompletionTokens() bool {
-	u, err := url.Parse(c.base)
-	return err == nil && strings.EqualFold(u.Hostname(), "api.openai.com")
+	return strings.EqualFold(c.hostname(), "api.openai.com")
 }
 
 func (c *openAIClient) buildRequest(req Request, stream bool) oaRequest {
