@@ -3,6 +3,7 @@ package telemetry
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,8 +95,46 @@ func init() {
 
 // ObserveHTTP records one answered request.
 func ObserveHTTP(route, method string, status int, d time.Duration) {
-	httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+	s := cachedSeries(&httpSeriesOf, httpKey{route, method, status}, func(k httpKey) *httpSeries {
+		return &httpSeries{
+			requests: httpRequests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
+			duration: httpDuration.WithLabelValues(k.route, k.method),
+		}
+	})
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
+}
+
+// The series a request or an LLM call records, looked up by their labels
+// once: WithLabelValues hashes and checks every label value on every call,
+// and a chat request made seven such lookups (metrics are only added to,
+// never deleted, so a series found stays the one the vector holds).
+type (
+	httpKey struct {
+		route, method string
+		status        int
+	}
+	httpSeries struct {
+		requests prometheus.Counter
+		duration prometheus.Observer
+	}
+	llmKey    struct{ provider, model, outcome string }
+	llmSeries struct {
+		calls, input, output, cost prometheus.Counter
+		duration                   prometheus.Observer
+	}
+)
+
+var httpSeriesOf, llmSeriesOf sync.Map
+
+// cachedSeries returns the series of key in cache, made by newSeries the first
+// time.
+func cachedSeries[K comparable, S any](cache *sync.Map, key K, newSeries func(K) *S) *S {
+	if s, ok := cache.Load(key); ok {
+		return s.(*S)
+	}
+	s, _ := cache.LoadOrStore(key, newSeries(key))
+	return s.(*S)
 }
 
 // RunStatus counts a run status change (started or a final status).
@@ -125,9 +164,18 @@ func LLMCallRejected(provider, model, reason string) {
 // its outcome (ok or error), the tokens and cost it was charged and how
 // long the provider took.
 func LLMCallSettled(provider, model, outcome string, inputTokens, outputTokens, costMicros int64, d time.Duration) {
-	llmCalls.WithLabelValues(provider, model, outcome).Inc()
-	llmTokens.WithLabelValues(provider, model, "input").Add(float64(inputTokens))
-	llmTokens.WithLabelValues(provider, model, "output").Add(float64(outputTokens))
-	llmCost.WithLabelValues(provider, model).Add(float64(costMicros) / 1e6)
-	llmDuration.WithLabelValues(provider, model).Observe(d.Seconds())
+	s := cachedSeries(&llmSeriesOf, llmKey{provider, model, outcome}, func(k llmKey) *llmSeries {
+		return &llmSeries{
+			calls:    llmCalls.WithLabelValues(k.provider, k.model, k.outcome),
+			input:    llmTokens.WithLabelValues(k.provider, k.model, "input"),
+			output:   llmTokens.WithLabelValues(k.provider, k.model, "output"),
+			cost:     llmCost.WithLabelValues(k.provider, k.model),
+			duration: llmDuration.WithLabelValues(k.provider, k.model),
+		}
+	})
+	s.calls.Inc()
+	s.input.Add(float64(inputTokens))
+	s.output.Add(float64(outputTokens))
+	s.cost.Add(float64(costMicros) / 1e6)
+	s.duration.Observe(d.Seconds())
 }
