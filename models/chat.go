@@ -378,8 +378,10 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 		if s.scrub != nil && errText != "" {
 			errText = s.scrub(errText)
 		}
-		if err := s.Group.ExecLiteral(ctx, tx, insertRunLiteral, run.RunID, run.ResponseID, run.AgentID, run.SessionID, run.Subject, run.Source,
-			run.Provider, run.Model, run.Status, errText, run.Turns, run.InputTokens, run.OutputTokens, run.Metadata, run.StartedAt, run.FinishedAt); err != nil {
+		// boxStable: what comes from configuration or constants.
+		if err := s.Group.ExecLiteral(ctx, tx, insertRunLiteral, run.RunID, run.ResponseID, boxStable(run.AgentID), run.SessionID, boxStable(run.Subject),
+			boxStable(run.Source), boxStable(run.Provider), boxStable(run.Model), boxStable(run.Status), errText, run.Turns, run.InputTokens,
+			run.OutputTokens, run.Metadata, run.StartedAt, run.FinishedAt); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
 	}
@@ -408,7 +410,7 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 		for i := range part {
 			m := &part[i]
 			m.SessionID, m.SessionKey, m.Seq, m.CreatedAt = sess.ID, sess.Key, last+int64(start+i)+1, now
-			args = append(args, sessionID, sessionKey, m.Seq, m.RunID, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Name, created)
+			args = append(args, sessionID, sessionKey, m.Seq, m.RunID, boxStable(m.Role), m.Content, m.ToolCalls, m.ToolCallID, m.Name, created)
 		}
 		if err := s.Group.ExecLiteral(ctx, tx, messageLiterals[len(part)], args...); err != nil {
 			return fmt.Errorf("store message: %w", err)
@@ -444,7 +446,8 @@ func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession,
 		}
 	}
 	sess.Key = s.newSessionKey()
-	if err := s.Group.ExecLiteral(ctx, tx, insertSessionLiteral, sess.ID, sess.AgentID, sess.Subject, sess.UserID, sess.Username, sess.Source, now, now, sess.Key); err != nil {
+	if err := s.Group.ExecLiteral(ctx, tx, insertSessionLiteral, sess.ID, boxStable(sess.AgentID), boxStable(sess.Subject), sess.UserID, sess.Username,
+		boxStable(sess.Source), now, now, sess.Key); err != nil {
 		return false, fmt.Errorf("store session: %w", err)
 	}
 	s.window.add(sess.ID, sess.Key)

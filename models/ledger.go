@@ -1262,14 +1262,17 @@ var settledRowLiteral = newLiteralSQL(settledRowSQL,
 // settlement st would leave on a call id seen for the first time.
 func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
 	// Boxed once each, though bound twice (each boxing allocates).
+	// What comes from configuration or constants is boxed without an
+	// allocation (boxStable).
 	requestID, done := any(st.ProviderRequestID), any(finished)
-	return []any{e.CallID, e.Subject, e.Workspace, e.AgentID, e.SessionID, e.RunID, e.Source, e.Trigger, e.Provider, e.Model,
-		st.ResponseModel, e.DataClassification, e.Interactive, requestID, requestID,
-		st.Outcome, st.ErrorKind, st.FinishReason,
+	return []any{e.CallID, boxStable(e.Subject), boxStable(e.Workspace), boxStable(e.AgentID), e.SessionID, e.RunID,
+		boxStable(e.Source), boxStable(e.Trigger), boxStable(e.Provider), boxStable(e.Model),
+		st.ResponseModel, boxStable(e.DataClassification), e.Interactive, requestID, requestID,
+		boxStable(st.Outcome), boxStable(st.ErrorKind), st.FinishReason,
 		st.InputTokens, st.OutputTokens, st.CachedInputTokens, st.CacheCreationTokens, st.ReasoningTokens, st.ToolUsePromptTokens, st.UsageEstimated,
 		e.EstimatedInputTokens, e.MaxOutputTokens, e.RequestedMaxOutputTokens, e.Clamped,
-		e.PricingStatus, e.PriceVersion, e.PriceSource, e.PriceEffectiveDate,
-		st.CostMicros, float64(st.CostMicros) / 1000000.0, e.ReservedMicros, e.Mode, max(st.Attempts, 1),
+		boxStable(e.PricingStatus), boxStable(e.PriceVersion), boxStable(e.PriceSource), boxStable(e.PriceEffectiveDate),
+		st.CostMicros, float64(st.CostMicros) / 1000000.0, e.ReservedMicros, boxStable(e.Mode), max(st.Attempts, 1),
 		e.CreatedAt.UTC(), e.StartedAt.UTC(), done, st.AdmissionID, done}
 }
 
