@@ -26,22 +26,16 @@ func TestRecordedSeriesAreTheVectorsOwn(t *testing.T) {
 	}
 	ObserveHTTP("/api/v1/test-series", "POST", 500, time.Millisecond)
 	LLMCallSettled("series-p", "series-m", "error", 1, 0, 0, time.Millisecond)
-	if d := req("200") - ok0; d != 3 {
-		t.Errorf("200s counted %v times, want 3", d)
-	}
-	if d := req("500") - bad0; d != 1 {
-		t.Errorf("500s counted %v times, want 1", d)
-	}
-	if d := calls("ok") - okCalls0; d != 3 {
-		t.Errorf("ok calls counted %v times, want 3", d)
-	}
-	if d := calls("error") - errCalls0; d != 1 {
-		t.Errorf("failed calls counted %v times, want 1", d)
-	}
-	if d := tokens("input") - in0; d != 31 {
-		t.Errorf("input tokens %v, want 31", d)
-	}
-	if d := tokens("output") - out0; d != 12 {
-		t.Errorf("output tokens %v, want 12", d)
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"200s", req("200") - ok0, 3}, {"500s", req("500") - bad0, 1},
+		{"ok calls", calls("ok") - okCalls0, 3}, {"failed calls", calls("error") - errCalls0, 1},
+		{"input tokens", tokens("input") - in0, 31}, {"output tokens", tokens("output") - out0, 12},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
 	}
 }
