@@ -203,7 +203,20 @@ func TestHeldSettlementCountsBeforeTheNextAdmission(t *testing.T) {
 				t.Fatal("not held")
 			}
 			// 9 spent + 50 = 59 fits 60; the first turn's worst case would not.
-			if !admit("t2").Admitted {
+			// The writer is held off while the held settlement and the
+			// admission queue, so that one drain takes both (the admission
+			// must not pass its own request's settlement, see
+			// admissionsFirst); without that they might run on this
+			// goroutine instead.
+			g := l.Group
+			g.writing.Lock()
+			second := make(chan AdmitResult, 1)
+			go func() { second <- admit("t2") }()
+			for len(g.jobs) < 2 {
+				runtime.Gosched()
+			}
+			g.writing.Unlock()
+			if !(<-second).Admitted {
 				t.Fatal("second turn refused: the first one still counted at its worst case")
 			}
 			if e, _ := l.GetLedgerEntry(ctx, "t1"); e == nil || e.Outcome != OutcomeSucceeded {

@@ -119,6 +119,12 @@ type commitJob struct {
 	// transaction (nil tx) unless it asks for it with errNeedsTx, so a
 	// batch of admissions alone commits nothing to SQLite.
 	noTx bool
+	// afterHeld marks a job queued right behind writes its request held
+	// (CommitLater: the settlements of its earlier LLM calls). Such an
+	// admission keeps its place behind them (see admissionsFirst), so a
+	// tool-using request's next turn is decided with its last turn
+	// settled, not still counted at its worst case.
+	afterHeld bool
 }
 
 // run runs the job's fn in tx. A panic becomes the job's error: the batch
@@ -251,7 +257,9 @@ func (g *GroupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *s
 	if w := laterWritesOf(ctx); w != nil {
 		held = w.take(false)
 	}
-	return g.submit(ctx, held, g.newJob(ctx, fn, noTx), shed)
+	j := g.newJob(ctx, fn, noTx)
+	j.afterHeld = len(held) > 0
+	return g.submit(ctx, held, j, shed)
 }
 
 // writeHeld commits writes a request held (FlushLater) in one batch.
@@ -326,7 +334,7 @@ func (g *GroupCommit) callerMayWrite() bool {
 
 func (g *GroupCommit) newJob(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, noTx bool) *commitJob {
 	j := jobPool.Get().(*commitJob)
-	j.ctx, j.fn, j.noTx = detached.Context(ctx), fn, noTx
+	j.ctx, j.fn, j.noTx, j.afterHeld = detached.Context(ctx), fn, noTx, false
 	return j
 }
 
@@ -596,9 +604,10 @@ func (g *GroupCommit) drain(batch []*commitJob, errs []error) {
 		// answered before the rest runs: their callers then wait only for
 		// the decisions and the journal's write, and call their providers
 		// while the writer runs the others' statements, instead of waiting
-		// for those statements too. An admission taken ahead of writes
-		// queued before it sees their calls' reservations not yet settled:
-		// less room, never more.
+		// for those statements too. An admission taken ahead of other
+		// requests' writes queued before it sees their calls' reservations
+		// not yet settled: less room, never more. One queued behind its own
+		// request's held settlements keeps its place (afterHeld).
 		n := admissionsFirst(batch, &g.scratch)
 		for _, part := range [][]*commitJob{batch[:n], batch[n:]} {
 			if len(part) == 0 {
@@ -615,13 +624,14 @@ func (g *GroupCommit) drain(batch []*commitJob, errs []error) {
 }
 
 // admissionsFirst orders batch in place with its journaled admissions
-// (noTx jobs) first, each group in its queue order, and returns how many
-// there are. scratch is reused between calls.
+// (noTx jobs, but not those behind their own request's held writes) first,
+// each group in its queue order, and returns how many there are. scratch
+// is reused between calls.
 func admissionsFirst(batch []*commitJob, scratch *[]*commitJob) int {
 	others := (*scratch)[:0]
 	n := 0
 	for _, j := range batch {
-		if j.noTx {
+		if j.noTx && !j.afterHeld {
 			batch[n] = j
 			n++
 		} else {

@@ -421,10 +421,11 @@ func TestGroupCommitAnswersAdmissionsBeforeOtherWrites(t *testing.T) {
 
 func TestAdmissionsFirstKeepsEachGroupsOrder(t *testing.T) {
 	var jobs []*commitJob
-	for i := range 7 {
-		jobs = append(jobs, &commitJob{noTx: i%3 == 1})
+	for i := range 8 {
+		// Job 7 is an admission behind its request's held writes.
+		jobs = append(jobs, &commitJob{noTx: i%3 == 1 || i == 7, afterHeld: i == 7})
 	}
-	want := []*commitJob{jobs[1], jobs[4], jobs[0], jobs[2], jobs[3], jobs[5], jobs[6]}
+	want := []*commitJob{jobs[1], jobs[4], jobs[0], jobs[2], jobs[3], jobs[5], jobs[6], jobs[7]}
 	var scratch []*commitJob
 	if n := admissionsFirst(jobs, &scratch); n != 2 {
 		t.Fatalf("%d admissions, want 2", n)
