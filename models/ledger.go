@@ -1261,9 +1261,9 @@ var settledRowLiteral = newLiteralSQL(settledRowSQL,
 // settledRowArgs are the values the pending row of e followed by the
 // settlement st would leave on a call id seen for the first time.
 func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
-	// Boxed once each, though bound twice (each boxing allocates).
-	// What comes from configuration or constants is boxed without an
-	// allocation (boxStable).
+	// requestID and done are boxed once each, though bound twice (each
+	// boxing allocates); what comes from configuration or constants is
+	// boxed without an allocation (boxStable).
 	requestID, done := any(st.ProviderRequestID), any(finished)
 	return []any{e.CallID, boxStable(e.Subject), boxStable(e.Workspace), boxStable(e.AgentID), e.SessionID, e.RunID,
 		boxStable(e.Source), boxStable(e.Trigger), boxStable(e.Provider), boxStable(e.Model),
