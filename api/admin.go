@@ -52,26 +52,6 @@ func (f *AgentAdminFeature) Register(r fiber.Router) {
 	r.Delete("/agents/:agent_id", f.delete)
 }
 
-// MapError implements Feature.
-func (f *AgentAdminFeature) MapError(err error) *Error {
-	var ve *agent.ValidationError
-	var out *agent.OutsideDirError
-	switch {
-	case errors.As(err, &ve):
-		probs := make([]fiber.Map, 0, len(ve.Problems))
-		for _, p := range ve.Problems {
-			probs = append(probs, fiber.Map{"file": p.File, "line": p.Line, "key": p.Key, "message": p.Msg})
-		}
-		return &Error{Status: fiber.StatusBadRequest, Message: ve.Error(), Code: "invalid_definition", Fields: map[string]any{"problems": probs}}
-	case errors.As(err, &out):
-		return &Error{Status: fiber.StatusConflict, Message: out.Error(), Code: "outside_workspace", Fields: map[string]any{"file": out.File}}
-	case errors.Is(err, agent.ErrExists):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "exists"}
-	case errors.Is(err, agent.ErrNotFound):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	}
-	return nil
-}
 
 // agentSingle is the spec's single form of an agent (as GET /agents/{id}).
 func agentSingle(d *agent.Definition) agentDetail {
@@ -246,8 +226,6 @@ type MemoryFeature struct {
 // Register implements Feature.
 func (f *MemoryFeature) Register(r fiber.Router) { r.Get("/memory", f.list) }
 
-// MapError implements Feature.
-func (f *MemoryFeature) MapError(error) *Error { return nil }
 
 type memorySession struct {
 	SessionID string    `json:"session_id"`
@@ -297,17 +275,6 @@ func (f *SecretsFeature) Register(r fiber.Router) {
 	r.Delete("/secrets/:name", f.delete)
 }
 
-// MapError implements Feature.
-func (f *SecretsFeature) MapError(err error) *Error {
-	var inv *secrets.InvalidError
-	switch {
-	case errors.As(err, &inv):
-		return &Error{Status: fiber.StatusBadRequest, Message: inv.Msg, Code: "invalid"}
-	case errors.Is(err, secrets.ErrNotFound):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	}
-	return nil
-}
 
 func (f *SecretsFeature) list(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermAdmin); err != nil {
@@ -368,8 +335,6 @@ func (f *LogsFeature) Register(r fiber.Router) {
 	r.Get("/logs/stream", f.stream)
 }
 
-// MapError implements Feature.
-func (f *LogsFeature) MapError(error) *Error { return nil }
 
 func (f *LogsFeature) recent(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermAdmin); err != nil {
@@ -443,8 +408,6 @@ type DiagnosticsFeature struct {
 // Register implements Feature.
 func (f *DiagnosticsFeature) Register(r fiber.Router) { r.Get("/diagnostics", f.diagnostics) }
 
-// MapError implements Feature.
-func (f *DiagnosticsFeature) MapError(error) *Error { return nil }
 
 type diagnosticCheck struct {
 	Name   string `json:"name"`

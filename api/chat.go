@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -156,7 +155,7 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 		}
 		if res.err != nil {
 			frame := map[string]string{"error": "internal error"}
-			if e := f.MapError(res.err); e != nil {
+			if e := faultError(res.err); e != nil {
 				frame["error"] = scrub.String(e.Message)
 				if e.Code != "" {
 					frame["code"] = e.Code
@@ -280,33 +279,4 @@ func (f *ChatFeature) learning(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"feedback": entries, "count": len(entries)})
-}
-
-// MapError implements Feature: domain errors of chat and of the providers.
-func (f *ChatFeature) MapError(err error) *Error {
-	// Cost rejections (api/costs.go) first: the stream's error frame uses
-	// this mapper alone.
-	if e := mapCostError(err); e != nil {
-		return e
-	}
-	var inv *chat.InvalidError
-	var forb *chat.ForbiddenError
-	var pe *llm.ProviderError
-	switch {
-	case errors.As(err, &inv):
-		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
-	case errors.As(err, &forb):
-		return &Error{Status: fiber.StatusForbidden, Message: forb.Msg, Code: forb.Code}
-	case errors.Is(err, chat.ErrAgentNotFound), errors.Is(err, chat.ErrSessionNotFound), errors.Is(err, chat.ErrResponseNotFound):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	case errors.Is(err, chat.ErrAgentDisabled):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "agent_disabled"}
-	case errors.As(err, &pe):
-		return &Error{Status: fiber.StatusBadGateway, Message: pe.Error(), Code: "provider_error", Fields: map[string]any{"provider": pe.Provider}}
-	case errors.Is(err, llm.ErrUnknownProvider):
-		return &Error{Status: fiber.StatusBadRequest, Message: err.Error(), Code: "invalid"}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: fiber.StatusGatewayTimeout, Message: "the agent did not answer in time", Code: "timeout"}
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/events"
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // DefaultEventsHeartbeat is how often an idle event stream sends a comment
@@ -33,9 +34,6 @@ type EventsFeature struct {
 // Register implements Feature.
 func (f *EventsFeature) Register(r fiber.Router) { r.Get("/events", f.stream) }
 
-// MapError implements Feature.
-func (f *EventsFeature) MapError(error) *Error { return nil }
-
 // stream answers text/event-stream. Each event is one frame:
 //
 //	id: <event id>
@@ -49,7 +47,7 @@ func (f *EventsFeature) MapError(error) *Error { return nil }
 // event). Without either it starts with the next new event.
 func (f *EventsFeature) stream(c *fiber.Ctx) error {
 	if f.Bus == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "event stream not available", Code: "not_enabled"}
+		return fault.NotEnabled("event stream not available")
 	}
 	var filter events.Filter
 	if raw := strings.TrimSpace(c.Query("type")); raw != "" {
