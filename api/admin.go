@@ -52,7 +52,6 @@ func (f *AgentAdminFeature) Register(r fiber.Router) {
 	r.Delete("/agents/:agent_id", f.delete)
 }
 
-
 // agentSingle is the spec's single form of an agent (as GET /agents/{id}).
 func agentSingle(d *agent.Definition) agentDetail {
 	item := listItem(d)
@@ -226,7 +225,6 @@ type MemoryFeature struct {
 // Register implements Feature.
 func (f *MemoryFeature) Register(r fiber.Router) { r.Get("/memory", f.list) }
 
-
 type memorySession struct {
 	SessionID string    `json:"session_id"`
 	AgentID   string    `json:"agent_id"`
@@ -274,7 +272,6 @@ func (f *SecretsFeature) Register(r fiber.Router) {
 	r.Put("/secrets/:name", f.set)
 	r.Delete("/secrets/:name", f.delete)
 }
-
 
 func (f *SecretsFeature) list(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermAdmin); err != nil {
@@ -334,7 +331,6 @@ func (f *LogsFeature) Register(r fiber.Router) {
 	r.Get("/logs", f.recent)
 	r.Get("/logs/stream", f.stream)
 }
-
 
 func (f *LogsFeature) recent(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermAdmin); err != nil {
@@ -407,7 +403,6 @@ type DiagnosticsFeature struct {
 
 // Register implements Feature.
 func (f *DiagnosticsFeature) Register(r fiber.Router) { r.Get("/diagnostics", f.diagnostics) }
-
 
 type diagnosticCheck struct {
 	Name   string `json:"name"`

@@ -17,7 +17,6 @@ func (f *AgentsFeature) Register(r fiber.Router) {
 	r.Get("/agents/:agent_id", f.get)
 }
 
-
 // agentListItem is the list form of the spec's Agent table.
 type agentListItem struct {
 	ID          string      `json:"id"`
