@@ -1,10 +1,8 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
@@ -143,13 +141,9 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 		run.done <- res // a run without any text: stream just the end frames
 	}
 	setRunHeaders(c, sessionID, req.RunID, req.ResponseID)
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set(fiber.HeaderConnection, "keep-alive")
-	c.Set("X-Accel-Buffering", "no")
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	streamSSE(c, func(out sse) {
 		defer stop()
-		res, ok := run.forward(w, stop)
+		res, ok := run.forward(out, stop)
 		if !ok {
 			return // the client went away
 		}
@@ -163,17 +157,16 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 			}
 			if meta {
 				payload, _ := json.Marshal(frame)
-				fmt.Fprintf(w, "event: error\ndata: %s\n\n", payload)
+				out.Event("error", string(payload))
 			} else {
-				w.WriteString("event: error\n")
-				writeData(w, frame["error"])
+				out.Event("error", frame["error"])
 			}
 		} else if meta {
 			ids, _ := json.Marshal(res.reply)
-			fmt.Fprintf(w, "event: done\ndata: %s\n\n", ids)
+			out.Event("done", string(ids))
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		_ = w.Flush()
+		out.Data("[DONE]")
+		_ = out.Flush()
 	})
 	return nil
 }
@@ -211,10 +204,10 @@ func startStreamRun(ctx context.Context, svc *chat.Service, req chat.Request) *s
 
 // forward writes chunks as they come until the run ends; ok is false when
 // a write failed (the client disconnected; the run is cancelled).
-func (r *streamRun) forward(w *bufio.Writer, cancel func()) (res streamResult, ok bool) {
+func (r *streamRun) forward(out sse, cancel func()) (res streamResult, ok bool) {
 	write := func(text string) bool {
-		writeData(w, text)
-		if err := w.Flush(); err != nil {
+		out.Data(text)
+		if err := out.Flush(); err != nil {
 			cancel()
 			return false
 		}
@@ -241,17 +234,6 @@ func (r *streamRun) forward(w *bufio.Writer, cancel func()) (res streamResult, o
 			}
 		}
 	}
-}
-
-// writeData writes one SSE event; a chunk with newlines becomes several
-// data lines, which clients join back with "\n".
-func writeData(w *bufio.Writer, text string) {
-	for _, line := range strings.Split(text, "\n") {
-		w.WriteString("data: ")
-		w.WriteString(line)
-		w.WriteByte('\n')
-	}
-	w.WriteByte('\n')
 }
 
 func (f *ChatFeature) feedback(c *fiber.Ctx) error {
