@@ -33,7 +33,7 @@ import (
 
 // errorCase is a domain error as a handler returns it and the answer the
 // API gives: status, Retry-After and the exact envelope. The answers were
-// recorded from the gateway before the fault vocabulary (one MapError per
+// recorded from the gateway before the fault vocabulary (a mapper per
 // feature, tried in order), so this table is the proof that every domain
 // error still answers byte for byte as it did.
 type errorCase struct {
