@@ -17,9 +17,6 @@ func (f *AgentsFeature) Register(r fiber.Router) {
 	r.Get("/agents/:agent_id", f.get)
 }
 
-// MapError implements Feature.
-func (f *AgentsFeature) MapError(error) *Error { return nil }
-
 // agentListItem is the list form of the spec's Agent table.
 type agentListItem struct {
 	ID          string      `json:"id"`

@@ -1,14 +1,11 @@
 package api
 
 import (
-	"errors"
-	"log/slog"
-	"time"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentryhq/agentry/internal/approvals"
 	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -17,7 +14,6 @@ import (
 type ApprovalsFeature struct {
 	Approvals *approvals.Service
 	Store     *models.Store
-	Logger    *slog.Logger
 }
 
 // Register implements Feature.
@@ -25,31 +21,6 @@ func (f *ApprovalsFeature) Register(r fiber.Router) {
 	r.Get("/approvals", f.list)
 	r.Get("/approvals/:id", f.get)
 	r.Post("/approvals/:id", f.decide)
-}
-
-// MapError implements Feature.
-func (f *ApprovalsFeature) MapError(err error) *Error {
-	var dec *approvals.DecidedError
-	switch {
-	case errors.As(err, &dec):
-		a := dec.Approval
-		e := &Error{Status: fiber.StatusConflict, Message: dec.Error(), Code: "approval_decided"}
-		e.With("approval_id", a.ID).With("status", a.Status)
-		if a.DecidedBy != "" {
-			e.With("decided_by", a.DecidedBy)
-		}
-		if a.Comment != "" {
-			e.With("comment", a.Comment)
-		}
-		return e
-	case errors.Is(err, approvals.ErrTemporalUnavailable):
-		if f.Logger != nil {
-			f.Logger.Warn("approvals: Temporal unavailable", "err", err)
-		}
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: approvals.ErrTemporalUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
-	}
-	// Validation, not found and conflicts read like the workboard's.
-	return (&WorkboardFeature{}).MapError(err)
 }
 
 func (f *ApprovalsFeature) list(c *fiber.Ctx) error {
@@ -105,7 +76,7 @@ func (f *ApprovalsFeature) decide(c *fiber.Ctx) error {
 		return err
 	}
 	if f.Approvals == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "approvals are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+		return fault.TemporalUnavailable("approvals are not available (no Temporal client)")
 	}
 	a, err := f.Approvals.Decide(c.UserContext(), id, req.Decision, p.Subject, req.Comment)
 	if err != nil {

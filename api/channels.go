@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/delivery"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -46,7 +47,7 @@ func (f *ChannelsFeature) Register(r fiber.Router) {
 
 func (f *ChannelsFeature) ready() error {
 	if f.Channels == nil || f.Deliveries == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "channels not enabled", Code: "not_enabled"}
+		return fault.NotEnabled("channels not enabled")
 	}
 	return nil
 }
@@ -206,28 +207,4 @@ func (f *ChannelsFeature) deliveryByID(c *fiber.Ctx) error {
 		v.AttemptList = append(v.AttemptList, attemptView{Attempt: a.Attempt, StatusCode: a.StatusCode, Error: a.Error, DurationMs: a.DurationMs, At: a.At.UTC()})
 	}
 	return c.JSON(v)
-}
-
-// MapError implements Feature.
-func (f *ChannelsFeature) MapError(err error) *Error {
-	var se *delivery.SettingError
-	var te *delivery.TargetError
-	var inv *delivery.InvalidError
-	switch {
-	case errors.Is(err, delivery.ErrUnknownChannel):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	case errors.Is(err, delivery.ErrChannelDisabled):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "channel_disabled"}
-	case errors.Is(err, delivery.ErrNoDestination):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "no_destination"}
-	case errors.As(err, &se):
-		return &Error{Status: fiber.StatusBadRequest, Message: se.Error(), Code: "invalid", Fields: map[string]any{"field": "settings." + se.Key}}
-	case errors.As(err, &te):
-		return &Error{Status: fiber.StatusBadRequest, Message: te.Error(), Code: "destination_refused", Fields: map[string]any{"field": te.Field}}
-	case errors.As(err, &inv):
-		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
-	case errors.Is(err, delivery.ErrUnavailable):
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: delivery.ErrUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
-	}
-	return nil
 }

@@ -1,11 +1,8 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
@@ -144,19 +141,15 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 		run.done <- res // a run without any text: stream just the end frames
 	}
 	setRunHeaders(c, sessionID, req.RunID, req.ResponseID)
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set(fiber.HeaderConnection, "keep-alive")
-	c.Set("X-Accel-Buffering", "no")
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	streamSSE(c, func(out sse) {
 		defer stop()
-		res, ok := run.forward(w, stop)
+		res, ok := run.forward(out, stop)
 		if !ok {
 			return // the client went away
 		}
 		if res.err != nil {
 			frame := map[string]string{"error": "internal error"}
-			if e := f.MapError(res.err); e != nil {
+			if e := faultError(res.err); e != nil {
 				frame["error"] = scrub.String(e.Message)
 				if e.Code != "" {
 					frame["code"] = e.Code
@@ -164,17 +157,16 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 			}
 			if meta {
 				payload, _ := json.Marshal(frame)
-				fmt.Fprintf(w, "event: error\ndata: %s\n\n", payload)
+				out.Event("error", string(payload))
 			} else {
-				w.WriteString("event: error\n")
-				writeData(w, frame["error"])
+				out.Event("error", frame["error"])
 			}
 		} else if meta {
 			ids, _ := json.Marshal(res.reply)
-			fmt.Fprintf(w, "event: done\ndata: %s\n\n", ids)
+			out.Event("done", string(ids))
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		_ = w.Flush()
+		out.Data("[DONE]")
+		_ = out.Flush()
 	})
 	return nil
 }
@@ -212,10 +204,10 @@ func startStreamRun(ctx context.Context, svc *chat.Service, req chat.Request) *s
 
 // forward writes chunks as they come until the run ends; ok is false when
 // a write failed (the client disconnected; the run is cancelled).
-func (r *streamRun) forward(w *bufio.Writer, cancel func()) (res streamResult, ok bool) {
+func (r *streamRun) forward(out sse, cancel func()) (res streamResult, ok bool) {
 	write := func(text string) bool {
-		writeData(w, text)
-		if err := w.Flush(); err != nil {
+		out.Data(text)
+		if err := out.Flush(); err != nil {
 			cancel()
 			return false
 		}
@@ -244,17 +236,6 @@ func (r *streamRun) forward(w *bufio.Writer, cancel func()) (res streamResult, o
 	}
 }
 
-// writeData writes one SSE event; a chunk with newlines becomes several
-// data lines, which clients join back with "\n".
-func writeData(w *bufio.Writer, text string) {
-	for _, line := range strings.Split(text, "\n") {
-		w.WriteString("data: ")
-		w.WriteString(line)
-		w.WriteByte('\n')
-	}
-	w.WriteByte('\n')
-}
-
 func (f *ChatFeature) feedback(c *fiber.Ctx) error {
 	var b chat.FeedbackRequest
 	if err := decodeJSON(c, &b); err != nil {
@@ -280,33 +261,4 @@ func (f *ChatFeature) learning(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"feedback": entries, "count": len(entries)})
-}
-
-// MapError implements Feature: domain errors of chat and of the providers.
-func (f *ChatFeature) MapError(err error) *Error {
-	// Cost rejections (api/costs.go) first: the stream's error frame uses
-	// this mapper alone.
-	if e := mapCostError(err); e != nil {
-		return e
-	}
-	var inv *chat.InvalidError
-	var forb *chat.ForbiddenError
-	var pe *llm.ProviderError
-	switch {
-	case errors.As(err, &inv):
-		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
-	case errors.As(err, &forb):
-		return &Error{Status: fiber.StatusForbidden, Message: forb.Msg, Code: forb.Code}
-	case errors.Is(err, chat.ErrAgentNotFound), errors.Is(err, chat.ErrSessionNotFound), errors.Is(err, chat.ErrResponseNotFound):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	case errors.Is(err, chat.ErrAgentDisabled):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "agent_disabled"}
-	case errors.As(err, &pe):
-		return &Error{Status: fiber.StatusBadGateway, Message: pe.Error(), Code: "provider_error", Fields: map[string]any{"provider": pe.Provider}}
-	case errors.Is(err, llm.ErrUnknownProvider):
-		return &Error{Status: fiber.StatusBadRequest, Message: err.Error(), Code: "invalid"}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: fiber.StatusGatewayTimeout, Message: "the agent did not answer in time", Code: "timeout"}
-	}
-	return nil
 }

@@ -51,9 +51,6 @@ func (f *ConfigFeature) Register(r fiber.Router) {
 	r.Patch("/config", f.patch)
 }
 
-// MapError implements Feature.
-func (f *ConfigFeature) MapError(error) *Error { return nil }
-
 // path is the file edits go to: the one loaded, or the workspace's.
 func (f *ConfigFeature) path() string {
 	if f.Config.Path != "" {

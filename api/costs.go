@@ -1,8 +1,6 @@
 package api
 
 import (
-	"errors"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/costs"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -19,9 +18,10 @@ import (
 const PermCostsRead = "costs:read"
 
 // CostsFeature serves the cost endpoints: POST /costs/estimate, GET
-// /costs/chargeback, GET /costs/status and GET /costs/calls. Its MapError
-// turns the controller's rejections into 402/403/409/429/503 with a code,
-// for every surface whose errors wrap them (chat, webhooks, ...).
+// /costs/chargeback, GET /costs/status and GET /costs/calls. The
+// controller's rejections (costs.Rejection) are faults: api/errors.go
+// answers them with 402/403/409/429/503 and their code on every surface
+// whose errors wrap them (chat, webhooks, ...).
 type CostsFeature struct {
 	Costs *costs.Controller
 }
@@ -34,42 +34,9 @@ func (f *CostsFeature) Register(r fiber.Router) {
 	r.Get("/costs/calls", f.calls)
 }
 
-// MapError implements Feature.
-func (f *CostsFeature) MapError(err error) *Error { return mapCostError(err) }
-
-// mapCostError maps a cost rejection (wrapped anywhere in err) to its
-// status with the code, Retry-After for 429/503 and, for a confirmation or
-// budget rejection, the estimate.
-func mapCostError(err error) *Error {
-	if r, ok := costs.AsRejection(err); ok {
-		e := &Error{Status: r.Status(), Message: r.Message, Code: r.Code, RetryAfter: r.RetryAfter}
-		if r.RetryAfter > 0 {
-			e.With("retry_after_seconds", int(math.Max(1, math.Ceil(r.RetryAfter.Seconds()))))
-		}
-		if r.Estimate != nil {
-			e.With("estimate", r.Estimate)
-		}
-		if r.Scope != "" {
-			e.With("scope", r.Scope)
-		}
-		if r.Provider != "" {
-			e.With("provider", r.Provider)
-		}
-		if r.Model != "" {
-			e.With("model", r.Model)
-		}
-		return e
-	}
-	var in *costs.InputError
-	if errors.As(err, &in) {
-		return &Error{Status: fiber.StatusBadRequest, Message: in.Error(), Code: "invalid", Fields: map[string]any{"field": in.Field}}
-	}
-	return nil
-}
-
 func (f *CostsFeature) ready() error {
 	if f.Costs == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "cost governance not enabled", Code: "not_enabled"}
+		return fault.NotEnabled("cost governance not enabled")
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/internal/textcut"
@@ -75,11 +77,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		apiErr = &Error{Status: fiber.StatusInsufficientStorage, Message: models.ErrStorageFull.Error(),
 			Code: "storage_full", RetryAfter: storageFullRetry}
 	default:
-		if mapped := s.mapError(err); mapped != nil {
-			apiErr = mapped
-		} else {
+		if apiErr = faultError(err); apiErr == nil {
 			s.log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 			apiErr = &Error{Status: fiber.StatusInternalServerError, Message: "internal error"}
+		} else if apiErr.Code == fault.CodeTemporalUnavailable && apiErr.Message != err.Error() {
+			// The envelope hid the Temporal client's error: the log keeps it.
+			s.log.Warn("request failed: Temporal unavailable", "method", c.Method(), "path", c.Path(), "err", err)
 		}
 	}
 	// The envelope is a chokepoint: error texts may quote a provider, an MCP
@@ -148,20 +151,42 @@ func fiberCode(status int) string {
 	return ""
 }
 
-// ErrorMapper turns a domain error into an API error, or returns nil.
-// Feature packages register theirs so handlers can simply return errors.
-type ErrorMapper func(error) *Error
+// kindStatus is the HTTP status of each kind of the fault vocabulary
+// (ARCHITECTURE.md, "Error envelope").
+var kindStatus = [...]int{
+	fault.KindInvalid:     fiber.StatusBadRequest,
+	fault.KindBudget:      fiber.StatusPaymentRequired,
+	fault.KindForbidden:   fiber.StatusForbidden,
+	fault.KindNotFound:    fiber.StatusNotFound,
+	fault.KindConflict:    fiber.StatusConflict,
+	fault.KindOverloaded:  fiber.StatusTooManyRequests,
+	fault.KindUpstream:    fiber.StatusBadGateway,
+	fault.KindUnavailable: fiber.StatusServiceUnavailable,
+	fault.KindTimeout:     fiber.StatusGatewayTimeout,
+}
 
-func (s *Server) mapError(err error) *Error {
-	if errors.Is(err, models.ErrOverloaded) {
-		// The database writer's queue is full (models.DefaultGroupQueue):
-		// shed the request at once rather than queue it without bound.
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: models.ErrOverloaded.Error(), Code: "overloaded", RetryAfter: time.Second}
-	}
-	for _, m := range s.mappers {
-		if e := m(err); e != nil {
-			return e
+// errTimeout is a request whose deadline passed before the agent answered.
+var errTimeout = fault.New(fault.KindTimeout, "timeout", "the agent did not answer in time")
+
+// faultError is the API error of the first fault in err's chain (nil when
+// there is none): the one place a domain error becomes a status and an
+// envelope. A deadline that ended the work is a 504.
+func faultError(err error) *Error {
+	f, ok := fault.As(err)
+	if !ok {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return nil
 		}
+		f, err = errTimeout, errTimeout
 	}
-	return nil
+	d := f.Fault()
+	status := fiber.StatusInternalServerError
+	if int(d.Kind) < len(kindStatus) && kindStatus[d.Kind] != 0 {
+		status = kindStatus[d.Kind]
+	}
+	msg := d.Message
+	if msg == "" {
+		msg = err.Error()
+	}
+	return &Error{Status: status, Message: msg, Code: d.Code, Fields: d.Fields, RetryAfter: d.RetryAfter}
 }

@@ -1,10 +1,8 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/events"
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // DefaultEventsHeartbeat is how often an idle event stream sends a comment
@@ -33,9 +32,6 @@ type EventsFeature struct {
 // Register implements Feature.
 func (f *EventsFeature) Register(r fiber.Router) { r.Get("/events", f.stream) }
 
-// MapError implements Feature.
-func (f *EventsFeature) MapError(error) *Error { return nil }
-
 // stream answers text/event-stream. Each event is one frame:
 //
 //	id: <event id>
@@ -49,7 +45,7 @@ func (f *EventsFeature) MapError(error) *Error { return nil }
 // event). Without either it starts with the next new event.
 func (f *EventsFeature) stream(c *fiber.Ctx) error {
 	if f.Bus == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "event stream not available", Code: "not_enabled"}
+		return fault.NotEnabled("event stream not available")
 	}
 	var filter events.Filter
 	if raw := strings.TrimSpace(c.Query("type")); raw != "" {
@@ -99,14 +95,11 @@ func (f *EventsFeature) stream(c *fiber.Ctx) error {
 	if heartbeat <= 0 {
 		heartbeat = DefaultEventsHeartbeat
 	}
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set(fiber.HeaderConnection, "keep-alive")
-	c.Set("X-Accel-Buffering", "no")
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	streamSSE(c, func(out sse) {
 		defer cancel()
-		w.WriteString("retry: 3000\n: connected\n\n")
-		if w.Flush() != nil {
+		out.Retry(3000)
+		out.Comment("connected")
+		if out.Flush() != nil {
 			return
 		}
 		ping := time.NewTicker(heartbeat)
@@ -116,8 +109,8 @@ func (f *EventsFeature) stream(c *fiber.Ctx) error {
 			case <-shutdown:
 				return
 			case <-ping.C:
-				w.WriteString(": ping\n\n")
-				if w.Flush() != nil {
+				out.Comment("ping")
+				if out.Flush() != nil {
 					return
 				}
 			case ev, ok := <-ch:
@@ -128,13 +121,11 @@ func (f *EventsFeature) stream(c *fiber.Ctx) error {
 				if err != nil {
 					continue
 				}
-				w.WriteString("id: " + strconv.FormatInt(ev.ID, 10) + "\nevent: " + ev.Type + "\ndata: ")
-				w.Write(data)
-				w.WriteString("\n\n")
+				out.Frame(ev.ID, ev.Type, data)
 				if len(ch) > 0 {
 					continue // flush once the backlog is written
 				}
-				if w.Flush() != nil {
+				if out.Flush() != nil {
 					return
 				}
 			}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 
@@ -33,27 +32,6 @@ func (f *MCPFeature) Register(r fiber.Router) {
 	r.Get("/mcp/own/:id", f.get)
 	r.Put("/mcp/own/:id", f.put)
 	r.Delete("/mcp/own/:id", f.delete)
-}
-
-// MapError implements Feature.
-func (f *MCPFeature) MapError(err error) *Error {
-	var inv *mcp.InvalidError
-	var pol *mcp.PolicyError
-	var down *mcp.UnreachableError
-	var owned *mcp.ConfigOwnedError
-	switch {
-	case errors.As(err, &inv):
-		return (&Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid"}).With("field", inv.Field)
-	case errors.As(err, &pol):
-		return (&Error{Status: fiber.StatusForbidden, Message: pol.Error(), Code: "policy"}).With("server", pol.ServerID)
-	case errors.As(err, &down):
-		return (&Error{Status: fiber.StatusBadGateway, Message: down.Error(), Code: "mcp_unreachable"}).With("server", down.ServerID)
-	case errors.As(err, &owned):
-		return (&Error{Status: fiber.StatusConflict, Message: owned.Error(), Code: "conflict"}).With("server", owned.ServerID)
-	case errors.Is(err, mcp.ErrNotFound):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	}
-	return nil
 }
 
 var mcpBodyKeys = []string{"transport", "url", "headers", "command", "args", "env"}

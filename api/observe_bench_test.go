@@ -42,7 +42,6 @@ func (f benchChat) Register(r fiber.Router) {
 		return c.JSON(fiber.Map{"reply": resp.Content})
 	})
 }
-func (benchChat) MapError(error) *Error { return nil }
 
 // BenchmarkInstrumentation is the in-process cost of tracing on the HTTP
 // middleware and the LLM call path: the same request with the exporter

@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -28,17 +27,6 @@ func (f *PackageInstallsFeature) Register(r fiber.Router) {
 	r.Get("/package-installs/:job_id", f.get)
 }
 
-// MapError implements Feature.
-func (f *PackageInstallsFeature) MapError(err error) *Error {
-	if errors.Is(err, pkginstall.ErrInvalid) {
-		return &Error{Status: fiber.StatusBadRequest, Message: err.Error(), Code: "invalid", Fields: map[string]any{"field": "source"}}
-	}
-	if errors.Is(err, pkginstall.ErrHostBuildNotApproved) {
-		return &Error{Status: fiber.StatusForbidden, Message: err.Error(), Code: "host_build_not_approved", Fields: map[string]any{"field": "allow_host_build"}}
-	}
-	return nil
-}
-
 func (f *PackageInstallsFeature) start(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermWrite); err != nil {
 		return err
@@ -57,11 +45,7 @@ func (f *PackageInstallsFeature) start(c *fiber.Ctx) error {
 		return &Error{Status: fiber.StatusForbidden, Message: "a file:// source reads the gateway host's disk: it needs the admin role", Code: "forbidden"}
 	}
 	job, err := f.Installs.Start(c.UserContext(), req)
-	if errors.Is(err, pkginstall.ErrUnavailable) {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: err.Error(), Code: "temporal_unavailable",
-			Fields: map[string]any{"job_id": job.ID}, RetryAfter: 5 * time.Second}
-	}
-	if err != nil {
+	if err != nil { // a job Temporal did not take is a 503 naming its job_id
 		return err
 	}
 	return c.Status(fiber.StatusAccepted).JSON(job)

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -27,16 +26,6 @@ func (f *AgentPackagesFeature) Register(r fiber.Router) {
 	r.Get("/agents/:agent_id/package", f.export)
 	r.Post("/agent-packages/inspect", f.inspect)
 	r.Post("/agent-packages/import", f.importPackage)
-}
-
-// MapError implements Feature: a package that fails verification is a 400
-// whose code names the cause (checksum_mismatch, unsafe_path, ...).
-func (f *AgentPackagesFeature) MapError(err error) *Error {
-	var pe *agentpkg.Error
-	if errors.As(err, &pe) {
-		return &Error{Status: fiber.StatusBadRequest, Message: pe.Msg, Code: pe.Kind}
-	}
-	return nil
 }
 
 // exportReply carries the package and the bundle files left out.

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/models"
 )
@@ -31,19 +32,6 @@ func (f *ReconciliationFeature) Register(r fiber.Router) {
 	r.Get("/costs/reconciliation/runs/:run_id", f.get)
 }
 
-// MapError implements Feature.
-func (f *ReconciliationFeature) MapError(err error) *Error {
-	switch {
-	case errors.Is(err, reconcile.ErrInvalidDay):
-		return &Error{Status: fiber.StatusBadRequest, Message: strings.TrimPrefix(err.Error(), reconcile.ErrInvalidDay.Error()+": "),
-			Code: "invalid", Fields: map[string]any{"field": "day"}}
-	case errors.Is(err, reconcile.ErrNotConfigured):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error() + "; add one (type, base_url, api_key_env) to run reconciliation",
-			Code: "not_configured"}
-	}
-	return nil
-}
-
 type reconcileRunRequest struct {
 	Day string `json:"day"`
 }
@@ -60,17 +48,17 @@ func (f *ReconciliationFeature) run(c *fiber.Ctx) error {
 		}
 	}
 	if f.Runner == nil || f.Runner.Client == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "reconciliation is not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+		return fault.TemporalUnavailable("reconciliation is not available (no Temporal client)")
 	}
 	run, err := f.Runner.RunNow(c.UserContext(), strings.TrimSpace(req.Day), time.Now())
 	if err != nil {
-		if errors.Is(err, reconcile.ErrInvalidDay) || errors.Is(err, reconcile.ErrNotConfigured) {
-			return err
+		if _, ok := fault.As(err); ok {
+			return err // a bad day, no provider
 		}
 		if f.Logger != nil {
 			f.Logger.Warn("reconciliation: start failed", "err", err)
 		}
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "the workflow engine (Temporal) is unavailable; try again shortly", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+		return fault.ErrTemporalUnavailable
 	}
 	return c.Status(fiber.StatusAccepted).JSON(run)
 }

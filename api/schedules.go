@@ -1,12 +1,10 @@
 package api
 
 import (
-	"errors"
-	"time"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/schedules"
 )
 
@@ -30,7 +28,7 @@ func (f *SchedulesFeature) Register(r fiber.Router) {
 
 func (f *SchedulesFeature) ready() error {
 	if f.Schedules == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "schedules not enabled", Code: "not_enabled"}
+		return fault.NotEnabled("schedules not enabled")
 	}
 	return nil
 }
@@ -58,17 +56,4 @@ func (f *SchedulesFeature) trigger(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"workflow_id": wid})
-}
-
-// MapError implements Feature.
-func (f *SchedulesFeature) MapError(err error) *Error {
-	switch {
-	case errors.Is(err, schedules.ErrNoSchedule):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	case errors.Is(err, schedules.ErrAgentDisabled):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "agent_disabled"}
-	case errors.Is(err, schedules.ErrUnavailable):
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: schedules.ErrUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
-	}
-	return nil
 }

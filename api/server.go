@@ -53,19 +53,17 @@ type Deps struct {
 	StorageFull func()
 }
 
-// Feature is a group of routes with its own service.
+// Feature is a group of routes with its own service. Its domain errors are
+// faults (internal/fault), which api/errors.go maps for every feature.
 type Feature interface {
 	Register(r fiber.Router)
-	// MapError maps the feature's domain errors to API errors (or nil).
-	MapError(err error) *Error
 }
 
 // Server is the HTTP server.
 type Server struct {
-	app     *fiber.App
-	deps    Deps
-	log     *slog.Logger
-	mappers []ErrorMapper
+	app  *fiber.App
+	deps Deps
+	log  *slog.Logger
 }
 
 // New builds the app and its routes.
@@ -111,7 +109,6 @@ func New(d Deps) *Server {
 	v1.Get("/logs/audit", s.auditTail)
 	for _, f := range d.Features {
 		f.Register(v1)
-		s.mappers = append(s.mappers, f.MapError)
 	}
 	// Anything else under the prefix (after authentication): 404 envelope.
 	v1.Use(func(c *fiber.Ctx) error { return notFound("no such route: %s %s", c.Method(), c.Path()) })

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -199,20 +200,13 @@ func TestErrorEnvelopeHidesInternalErrors(t *testing.T) {
 
 type boom struct{}
 
-var errMapped = errors.New("mapped")
+var errMapped = &fault.Error{Kind: fault.KindBudget, Code: "budget_exceeded", Msg: "budget", RetryAfter: 3e9}
 
 func (boom) Register(r fiber.Router) {
 	r.Get("/boom", func(c *fiber.Ctx) error { return errors.New("/secret/path: sql failure") })
-	r.Get("/mapped", func(c *fiber.Ctx) error { return errMapped })
+	r.Get("/mapped", func(c *fiber.Ctx) error { return fmt.Errorf("%w", errMapped) })
 	r.Get("/quoting", func(c *fiber.Ctx) error { return badRequest("source %q is not a URL", strings.Repeat("é", 1<<20)) })
 	r.Get("/overloaded", func(c *fiber.Ctx) error {
 		return fmt.Errorf("llm call: cost admission of call c1: write ledger row c1: %w", models.ErrOverloaded)
 	})
-}
-
-func (boom) MapError(err error) *Error {
-	if errors.Is(err, errMapped) {
-		return &Error{Status: 402, Message: "budget", Code: "budget_exceeded", RetryAfter: 3e9}
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net"
 	"slices"
 
@@ -31,30 +30,6 @@ func (f *SkillsFeature) Register(r fiber.Router) {
 	r.Post("/skills/rescan", f.rescan)
 	r.Post("/skills/install", f.install)
 	r.Get("/skills/:name", f.get)
-}
-
-// MapError implements Feature.
-func (f *SkillsFeature) MapError(err error) *Error {
-	var inv *skills.InvalidError
-	var ref *skills.RefusedError
-	var pol *skills.PolicyError
-	var fetch *skills.FetchError
-	var consent *skills.ConsentError
-	switch {
-	case errors.As(err, &inv):
-		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid"}
-	case errors.As(err, &ref):
-		return (&Error{Status: fiber.StatusBadRequest, Message: ref.Error(), Code: "skill_refused"}).With("reason", ref.Reason)
-	case errors.As(err, &pol):
-		return &Error{Status: fiber.StatusForbidden, Message: pol.Error(), Code: "policy"}
-	case errors.As(err, &fetch):
-		return (&Error{Status: fiber.StatusBadGateway, Message: fetch.Error(), Code: "fetch_failed"}).With("source", fetch.Source)
-	case errors.As(err, &consent):
-		return (&Error{Status: fiber.StatusConflict, Message: consent.Error(), Code: consent.Code}).With("plan", consent.Plan)
-	case errors.Is(err, skills.ErrNotFound):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	}
-	return nil
 }
 
 // skillSummary is a skill in the list: no instructions.

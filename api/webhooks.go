@@ -2,11 +2,11 @@ package api
 
 import (
 	"errors"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/models"
 )
@@ -34,7 +34,7 @@ func (f *WebhooksFeature) Register(r fiber.Router) {
 // created_at, finished_at}. Only its requester (or an admin) reads it.
 func (f *WebhooksFeature) run(c *fiber.Ctx) error {
 	if f.Webhooks == nil {
-		return Errf(fiber.StatusServiceUnavailable, "webhooks not enabled").WithCode("not_enabled")
+		return fault.NotEnabled("webhooks not enabled")
 	}
 	r, err := f.Webhooks.Run(c.UserContext(), c.Params("agent_id"), c.Params("run_id"))
 	if errors.Is(err, models.ErrNotFound) || (err == nil && !mayRead(c, r.Subject)) {
@@ -59,7 +59,7 @@ func mayRead(c *fiber.Ctx, subject string) bool {
 // run_id and response_id). Agents whose trigger is not webhook answer 404.
 func (f *WebhooksFeature) receive(c *fiber.Ctx) error {
 	if f.Webhooks == nil {
-		return Errf(fiber.StatusServiceUnavailable, "webhooks not enabled").WithCode("not_enabled")
+		return fault.NotEnabled("webhooks not enabled")
 	}
 	// c.Body is only valid during the handler; the service finishes
 	// before the handler returns.
@@ -80,29 +80,4 @@ func (f *WebhooksFeature) receive(c *fiber.Ctx) error {
 		c.Set(headerReplayed, "true")
 	}
 	return c.JSON(reply)
-}
-
-// MapError implements Feature (chat errors are mapped by ChatFeature).
-func (f *WebhooksFeature) MapError(err error) *Error {
-	var inv *webhook.InvalidError
-	switch {
-	case errors.Is(err, webhook.ErrNotWebhookAgent):
-		return &Error{Status: fiber.StatusNotFound, Message: err.Error(), Code: "not_found"}
-	case errors.Is(err, webhook.ErrAsyncUnavailable):
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: err.Error(), Code: "not_enabled"}
-	case errors.Is(err, webhook.ErrNotJSON):
-		return &Error{Status: fiber.StatusBadRequest, Message: err.Error(), Code: "invalid"}
-	case errors.As(err, &inv):
-		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
-	case errors.Is(err, webhook.ErrIdempotencyKeyReused):
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "idempotency_key_reused"}
-	case errors.Is(err, webhook.ErrIdempotencyInProgress):
-		retry := 5 * time.Second
-		var busy *webhook.InProgressError
-		if errors.As(err, &busy) {
-			retry = busy.RetryAfter
-		}
-		return &Error{Status: fiber.StatusConflict, Message: err.Error(), Code: "idempotency_key_in_progress", RetryAfter: retry}
-	}
-	return nil
 }

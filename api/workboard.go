@@ -12,17 +12,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/events"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
+
+// errNoTaskRuns answers run requests of a gateway without a Temporal client.
+var errNoTaskRuns = fault.TemporalUnavailable("task runs are not available (no Temporal client)")
 
 // WorkboardFeature serves the task board: tasks, runs, artifacts and
 // comments (spec "Task board"; decisions in docs/workboard.md).
@@ -60,37 +63,9 @@ func (f *WorkboardFeature) Register(r fiber.Router) {
 
 func (f *WorkboardFeature) requireEnabled(c *fiber.Ctx) error {
 	if !f.Enabled || f.Store == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "workboard not enabled", Code: "not_enabled"}
+		return fault.NotEnabled("workboard not enabled")
 	}
 	return c.Next()
-}
-
-// MapError implements Feature.
-func (f *WorkboardFeature) MapError(err error) *Error {
-	var inv *models.ValidationError
-	var nf *models.NotFoundError
-	var conflict *models.ConflictError
-	switch {
-	case errors.As(err, &inv):
-		return &Error{Status: fiber.StatusBadRequest, Message: inv.Error(), Code: "invalid", Fields: map[string]any{"field": inv.Field}}
-	case errors.As(err, &nf):
-		return &Error{Status: fiber.StatusNotFound, Message: nf.Error(), Code: "not_found"}
-	case errors.As(err, &conflict):
-		e := &Error{Status: fiber.StatusConflict, Message: conflict.Msg, Code: conflict.Code}
-		if conflict.RunID != 0 {
-			e.With("run_id", conflict.RunID)
-		}
-		if conflict.Status != "" {
-			e.With("status", conflict.Status)
-		}
-		return e
-	case errors.Is(err, taskruns.ErrTemporalUnavailable):
-		if f.Logger != nil {
-			f.Logger.Warn("workboard: Temporal unavailable", "err", err)
-		}
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: taskruns.ErrTemporalUnavailable.Error(), Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
-	}
-	return nil
 }
 
 // notify wakes this process's event subscribers after a change (the store
@@ -222,7 +197,7 @@ func (f *WorkboardFeature) startRun(c *fiber.Ctx) error {
 		return err
 	}
 	if f.Runs == nil {
-		return &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+		return errNoTaskRuns
 	}
 	run, err := f.Runs.Start(c.UserContext(), id, workflows.TriggerAPI)
 	if err != nil {
@@ -303,7 +278,7 @@ func (f *WorkboardFeature) runAction(c *fiber.Ctx, act func(ctx context.Context,
 		return 0, nil, err
 	}
 	if f.Runs == nil {
-		return 0, nil, &Error{Status: fiber.StatusServiceUnavailable, Message: "task runs are not available (no Temporal client)", Code: "temporal_unavailable", RetryAfter: 5 * time.Second}
+		return 0, nil, errNoTaskRuns
 	}
 	run, err := act(c.UserContext(), id, runID)
 	return id, run, err

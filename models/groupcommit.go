@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // GroupCommit is the single writer of the chat path on SQLite (group
@@ -151,9 +152,11 @@ const (
 )
 
 // ErrOverloaded is returned when the writer's queue is full: the gateway is
-// receiving more work than the database can take. Callers answer 503 with
-// Retry-After.
-var ErrOverloaded = errors.New("the gateway is overloaded: too many writes waiting for the database; retry shortly")
+// receiving more work than the database can take. The API answers 503
+// (overloaded) with Retry-After: shed at once rather than queued without
+// bound.
+var ErrOverloaded = &fault.Error{Kind: fault.KindUnavailable, Code: "overloaded", Opaque: true, RetryAfter: time.Second,
+	Msg: "the gateway is overloaded: too many writes waiting for the database; retry shortly"}
 
 var errGroupClosed = errors.New("database writer stopped")
 

@@ -13,6 +13,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // The workboard: tasks, their runs, the artifacts runs produce and the
@@ -244,13 +246,9 @@ type Comment struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// ValidationError is bad input, naming the field.
-type ValidationError struct {
-	Field string
-	Msg   string
-}
-
-func (e *ValidationError) Error() string { return e.Field + ": " + e.Msg }
+// ValidationError is bad input, naming the field: the vocabulary's
+// invalid-input error (400), under the name its callers know.
+type ValidationError = fault.Invalid
 
 func invalidField(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -264,6 +262,11 @@ type NotFoundError struct {
 
 func (e *NotFoundError) Error() string        { return fmt.Sprintf("%s %d not found", e.Kind, e.ID) }
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// Fault implements fault.Fault (404 not_found).
+func (e *NotFoundError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindNotFound, Code: fault.CodeNotFound, Message: e.Error()}
+}
 
 // ConflictError is a request the current state refuses (HTTP 409).
 // errors.Is matches conflicts of the same Code, e.g. ErrRunActive.
@@ -280,6 +283,22 @@ func (e *ConflictError) Error() string { return e.Msg }
 func (e *ConflictError) Is(target error) bool {
 	t, ok := target.(*ConflictError)
 	return ok && t.Code == e.Code
+}
+
+// Fault implements fault.Fault: 409 with the code, and the run concerned
+// and its status when there is one.
+func (e *ConflictError) Fault() fault.Detail {
+	d := fault.Detail{Kind: fault.KindConflict, Code: e.Code, Message: e.Msg}
+	if e.RunID != 0 || e.Status != "" {
+		d.Fields = map[string]any{}
+		if e.RunID != 0 {
+			d.Fields["run_id"] = e.RunID
+		}
+		if e.Status != "" {
+			d.Fields["status"] = e.Status
+		}
+	}
+	return d
 }
 
 // Conflict sentinels for errors.Is.

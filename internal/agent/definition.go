@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/jsonpath"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/skills"
@@ -157,6 +158,16 @@ func (e *ValidationError) Error() string {
 		msgs[i] = p.Error()
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// Fault implements fault.Fault: 400 invalid_definition with every problem
+// (file, line, key, message).
+func (e *ValidationError) Fault() fault.Detail {
+	probs := make([]map[string]any, 0, len(e.Problems))
+	for _, p := range e.Problems {
+		probs = append(probs, map[string]any{"file": p.File, "line": p.Line, "key": p.Key, "message": p.Msg})
+	}
+	return fault.Detail{Kind: fault.KindInvalid, Code: "invalid_definition", Message: e.Error(), Fields: map[string]any{"problems": probs}}
 }
 
 // Parse reads and validates one definition. Errors carry file, line and key.

@@ -10,14 +10,16 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // Errors of definition-file management.
 var (
 	// ErrExists: an agent with that id is loaded, or its file already exists.
-	ErrExists = errors.New("agent already exists")
+	ErrExists = fault.Conflict("exists", "agent already exists")
 	// ErrNotFound: no loaded agent has that id.
-	ErrNotFound = errors.New("agent not found")
+	ErrNotFound = fault.NotFound("agent not found")
 )
 
 // OutsideDirError refuses to change a definition that lives outside the
@@ -30,6 +32,11 @@ type OutsideDirError struct {
 
 func (e *OutsideDirError) Error() string {
 	return fmt.Sprintf("agent %q is defined in %s, outside the workspace agents folder %s; edit or remove that file by hand", e.ID, e.File, e.Dir)
+}
+
+// Fault implements fault.Fault: 409 outside_workspace, naming the file.
+func (e *OutsideDirError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindConflict, Code: "outside_workspace", Message: e.Error(), Fields: map[string]any{"file": e.File}}
 }
 
 // Files writes agent definition files into one managed folder (the

@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // Format identifiers of a package document.
@@ -170,6 +172,12 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Msg }
+
+// Fault implements fault.Fault: 400 whose code names the cause
+// (checksum_mismatch, unsafe_path, ...).
+func (e *Error) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindInvalid, Code: e.Kind, Message: e.Msg}
+}
 
 func invalidf(kind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}

@@ -15,12 +15,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
 
 // ErrTemporalUnavailable wraps failures to reach Temporal (HTTP 503).
-var ErrTemporalUnavailable = errors.New("the workflow engine (Temporal) is unavailable; try again shortly")
+var ErrTemporalUnavailable = fault.ErrTemporalUnavailable
 
 // MaxCommentBytes bounds a decision's comment.
 const MaxCommentBytes = 4 << 10
@@ -99,6 +100,20 @@ func (e *DecidedError) Error() string {
 		msg += " by " + e.Approval.DecidedBy
 	}
 	return msg
+}
+
+// Fault implements fault.Fault: 409 approval_decided with the current
+// decision (approval_id, status, decided_by and comment when set).
+func (e *DecidedError) Fault() fault.Detail {
+	a := e.Approval
+	fields := map[string]any{"approval_id": a.ID, "status": a.Status}
+	if a.DecidedBy != "" {
+		fields["decided_by"] = a.DecidedBy
+	}
+	if a.Comment != "" {
+		fields["comment"] = a.Comment
+	}
+	return fault.Detail{Kind: fault.KindConflict, Code: "approval_decided", Message: e.Error(), Fields: fields}
 }
 
 func decided(ap *models.Approval) error { return &DecidedError{Approval: ap} }

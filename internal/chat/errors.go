@@ -1,35 +1,21 @@
 package chat
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
-// Errors the API maps to status codes.
+// Errors of a chat request, in the fault vocabulary (the API maps them).
 var (
-	ErrAgentNotFound = errors.New("agent not found")
-	ErrAgentDisabled = errors.New("agent is disabled")
+	ErrAgentNotFound = fault.NotFound("agent not found")
+	ErrAgentDisabled = fault.Conflict("agent_disabled", "agent is disabled")
 	// ErrResponseNotFound: the feedback tuple does not match the action log.
-	ErrResponseNotFound = errors.New("no such response for this agent, session and run")
-	ErrSessionNotFound  = errors.New("session not found")
+	ErrResponseNotFound = fault.NotFound("no such response for this agent, session and run")
+	ErrSessionNotFound  = fault.NotFound("session not found")
 )
 
-// InvalidError is bad input, naming the field.
-type InvalidError struct {
-	Field string
-	Msg   string
-}
-
-func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Msg) }
-
+// invalid is bad input, naming the field (400).
 func invalid(field, format string, args ...any) error {
-	return &InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &fault.Invalid{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
-
-// ForbiddenError is a request the caller may not make (role or allowlist).
-type ForbiddenError struct {
-	Code string // forbidden, not_allowed
-	Msg  string
-}
-
-func (e *ForbiddenError) Error() string { return e.Msg }

@@ -6,6 +6,7 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 )
 
@@ -58,7 +59,7 @@ func Resolve(cfg *config.Config, router *llm.Router, def *agent.Definition, tool
 	}
 	if ov.Provider != "" || ov.Model != "" {
 		if !who.Can(auth.PermOverrideModel) {
-			return s, &ForbiddenError{Code: "forbidden", Msg: "only the admin and operator roles may choose a provider or model override"}
+			return s, &fault.Forbidden{Code: fault.CodeForbidden, Msg: "only the admin and operator roles may choose a provider or model override"}
 		}
 	}
 	if ov.Provider != "" {

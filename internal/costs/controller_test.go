@@ -14,6 +14,7 @@ import (
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/costs"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 )
@@ -861,7 +862,7 @@ func TestEstimate(t *testing.T) {
 		t.Fatalf("a call over the budget in hard mode would be clamped: %+v", res.Checks)
 	}
 	for _, bad := range []costs.EstimateRequest{{InputTokens: -1}, {OutputTokens: ptr(int64(-5))}, {InputTokens: 1, CachedInputTokens: 2}, {Provider: "nope"}} {
-		if _, err := e.ctrl.Estimate(ctx, "alice", bad); !errors.As(err, new(*costs.InputError)) {
+		if _, err := e.ctrl.Estimate(ctx, "alice", bad); !errors.As(err, new(*fault.Invalid)) {
 			t.Fatalf("%+v: want an input error, got %v", bad, err)
 		}
 	}

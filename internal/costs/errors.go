@@ -3,8 +3,11 @@ package costs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // Rejection codes: the `code` field of the API error and the
@@ -39,21 +42,25 @@ var (
 	ErrCircuitOpen          = errors.New("provider circuit open")
 )
 
+// codeInfo is each code's HTTP status (the ledger's rejection rows and
+// the cost report quote it), its fault kind (which the API answers with:
+// the two agree) and its sentinel.
 var codeInfo = map[string]struct {
 	status   int
+	kind     fault.Kind
 	sentinel error
 }{
-	CodeBudgetExceeded:       {http.StatusPaymentRequired, ErrBudgetExceeded},
-	CodeNotAllowed:           {http.StatusForbidden, ErrNotAllowed},
-	CodeDataClass:            {http.StatusForbidden, ErrDataClass},
-	CodeRegion:               {http.StatusForbidden, ErrRegion},
-	CodeUnknownPricing:       {http.StatusForbidden, ErrUnknownPricing},
-	CodeConfirmationRequired: {http.StatusConflict, ErrConfirmationRequired},
-	CodeRateLimited:          {http.StatusTooManyRequests, ErrRateLimited},
-	CodeQuota:                {http.StatusTooManyRequests, ErrQuota},
-	CodeProviderTPM:          {http.StatusTooManyRequests, ErrProviderTPM},
-	CodeProviderBusy:         {http.StatusTooManyRequests, ErrProviderBusy},
-	CodeCircuitOpen:          {http.StatusServiceUnavailable, ErrCircuitOpen},
+	CodeBudgetExceeded:       {http.StatusPaymentRequired, fault.KindBudget, ErrBudgetExceeded},
+	CodeNotAllowed:           {http.StatusForbidden, fault.KindForbidden, ErrNotAllowed},
+	CodeDataClass:            {http.StatusForbidden, fault.KindForbidden, ErrDataClass},
+	CodeRegion:               {http.StatusForbidden, fault.KindForbidden, ErrRegion},
+	CodeUnknownPricing:       {http.StatusForbidden, fault.KindForbidden, ErrUnknownPricing},
+	CodeConfirmationRequired: {http.StatusConflict, fault.KindConflict, ErrConfirmationRequired},
+	CodeRateLimited:          {http.StatusTooManyRequests, fault.KindOverloaded, ErrRateLimited},
+	CodeQuota:                {http.StatusTooManyRequests, fault.KindOverloaded, ErrQuota},
+	CodeProviderTPM:          {http.StatusTooManyRequests, fault.KindOverloaded, ErrProviderTPM},
+	CodeProviderBusy:         {http.StatusTooManyRequests, fault.KindOverloaded, ErrProviderBusy},
+	CodeCircuitOpen:          {http.StatusServiceUnavailable, fault.KindUnavailable, ErrCircuitOpen},
 }
 
 // Rejection is admission refusing a call before any provider access. The
@@ -82,6 +89,33 @@ func (r *Rejection) Status() int {
 		return info.status
 	}
 	return http.StatusForbidden
+}
+
+// Fault implements fault.Fault: the code, Retry-After for 429/503 (also as
+// retry_after_seconds) and, when known, the estimate, the scope, the
+// provider and the model.
+func (r *Rejection) Fault() fault.Detail {
+	kind := fault.KindForbidden
+	if info, ok := codeInfo[r.Code]; ok {
+		kind = info.kind
+	}
+	d := fault.Detail{Kind: kind, Code: r.Code, Message: r.Message, RetryAfter: r.RetryAfter, Fields: map[string]any{}}
+	if r.RetryAfter > 0 {
+		d.Fields["retry_after_seconds"] = int(math.Max(1, math.Ceil(r.RetryAfter.Seconds())))
+	}
+	if r.Estimate != nil {
+		d.Fields["estimate"] = r.Estimate
+	}
+	if r.Scope != "" {
+		d.Fields["scope"] = r.Scope
+	}
+	if r.Provider != "" {
+		d.Fields["provider"] = r.Provider
+	}
+	if r.Model != "" {
+		d.Fields["model"] = r.Model
+	}
+	return d
 }
 
 func reject(code, format string, args ...any) *Rejection {

@@ -8,20 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 )
 
-// InputError is bad input to an endpoint, naming the field (400).
-type InputError struct {
-	Field string
-	Msg   string
-}
-
-func (e *InputError) Error() string { return e.Field + ": " + e.Msg }
-
 func badInput(field, format string, args ...any) error {
-	return &InputError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &fault.Invalid{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Estimate is the worst-case cost of a call: input tokens plus the output
@@ -336,7 +329,7 @@ type ChargebackQuery struct {
 var ChargebackDimensions = []string{"user", "feature", "provider", "model", "agent"}
 
 // ParseGroupBy splits a comma-separated group_by; an unknown dimension is an
-// InputError naming it. Empty means user,feature,provider,model.
+// *fault.Invalid naming it. Empty means user,feature,provider,model.
 func ParseGroupBy(raw string) ([]string, error) {
 	if strings.TrimSpace(raw) == "" {
 		return []string{"user", "feature", "provider", "model"}, nil

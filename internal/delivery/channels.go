@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/secrets"
@@ -18,20 +19,15 @@ import (
 	"github.com/agentryhq/agentry/workflows"
 )
 
-// Errors of the channel adapter (the API maps them).
+// Errors of the channel adapter, in the fault vocabulary (the API maps them).
 var (
-	ErrUnknownChannel  = errors.New("unknown channel")
-	ErrChannelDisabled = errors.New("channel is disabled")
-	ErrNoDestination   = errors.New("channel has no url")
+	ErrUnknownChannel  = fault.NotFound("unknown channel")
+	ErrChannelDisabled = fault.Conflict("channel_disabled", "channel is disabled")
+	ErrNoDestination   = fault.Conflict("no_destination", "channel has no url")
 )
 
-// SettingError is a bad settings key or value (400), naming the key.
-type SettingError struct {
-	Key string
-	Msg string
-}
-
-func (e *SettingError) Error() string { return "settings." + e.Key + ": " + e.Msg }
+// settingError is a bad settings key or value (400), naming the key.
+func settingError(key, msg string) error { return &fault.Invalid{Field: "settings." + key, Msg: msg} }
 
 // PermanentError is a failure that repeating cannot fix (the Delivery
 // workflow does not retry it).
@@ -226,7 +222,7 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 		return nil, fmt.Errorf("%w: %s (channels: %s)", ErrUnknownChannel, id, strings.Join(c.IDs(), ", "))
 	}
 	if len(settings) == 0 {
-		return nil, &SettingError{Key: "", Msg: "no settings given (keys: enabled, url, method, headers, secret)"}
+		return nil, settingError("", "no settings given (keys: enabled, url, method, headers, secret)")
 	}
 	cur, o, err := c.Webhook(ctx)
 	if err != nil {
@@ -244,14 +240,14 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 		case "enabled":
 			b, ok := v.(bool)
 			if !ok {
-				return nil, &SettingError{Key: k, Msg: "expected true or false"}
+				return nil, settingError(k, "expected true or false")
 			}
 			o.Enabled = &b
 		case "url", "method", "headers", "secret":
 			s, ok := v.(string)
 			if !ok {
 				if v != nil {
-					return nil, &SettingError{Key: k, Msg: "expected a string"}
+					return nil, settingError(k, "expected a string")
 				}
 				s = ""
 			}
@@ -260,7 +256,7 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 				s = strings.TrimSpace(s)
 				if s != "" {
 					if _, err := CheckTarget(ctx, c.Policy, c.Resolver, "url", s); err != nil {
-						return nil, &SettingError{Key: k, Msg: err.(*TargetError).Msg}
+						return nil, settingError(k, err.(*TargetError).Msg)
 					}
 				}
 				o.URL = &s
@@ -270,13 +266,13 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 					m = http.MethodPost
 				}
 				if !slices.Contains(allowedMethods, m) {
-					return nil, &SettingError{Key: k, Msg: fmt.Sprintf("%q is not allowed (use %s)", s, strings.Join(allowedMethods, ", "))}
+					return nil, settingError(k, fmt.Sprintf("%q is not allowed (use %s)", s, strings.Join(allowedMethods, ", ")))
 				}
 				o.Method = &m
 			case "headers":
 				merged, err := MergeRedacted(cur.Headers, s)
 				if err != nil {
-					return nil, &SettingError{Key: k, Msg: err.Error()}
+					return nil, settingError(k, err.Error())
 				}
 				newHeaders = &merged
 			case "secret":
@@ -286,19 +282,19 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 				newSecret = &s
 			}
 		default:
-			return nil, &SettingError{Key: k, Msg: "unknown key (use enabled, url, method, headers or secret)"}
+			return nil, settingError(k, "unknown key (use enabled, url, method, headers or secret)")
 		}
 	}
 	if newSecret != nil {
 		if c.Secrets == nil {
-			return nil, &SettingError{Key: "secret", Msg: "this gateway has no secret store"}
+			return nil, settingError("secret", "this gateway has no secret store")
 		}
 		if *newSecret == "" {
 			if err := c.Secrets.Delete(ctx, webhookSecretName); err != nil && !isNotFound(err) {
 				return nil, fmt.Errorf("clear the webhook channel secret: %w", err)
 			}
 		} else if err := c.Secrets.Set(ctx, webhookSecretName, *newSecret); err != nil {
-			return nil, &SettingError{Key: "secret", Msg: err.Error()}
+			return nil, settingError("secret", err.Error())
 		}
 		o.SecretOverride = true
 	}
@@ -306,14 +302,14 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 		// Header values are secrets: sealed like the secret, the row holds
 		// the names only.
 		if c.Secrets == nil {
-			return nil, &SettingError{Key: "headers", Msg: "this gateway has no secret store"}
+			return nil, settingError("headers", "this gateway has no secret store")
 		}
 		if *newHeaders == "" {
 			if err := c.Secrets.Delete(ctx, webhookHeadersName); err != nil && !isNotFound(err) {
 				return nil, fmt.Errorf("clear the webhook channel headers: %w", err)
 			}
 		} else if err := c.Secrets.Set(ctx, webhookHeadersName, *newHeaders); err != nil {
-			return nil, &SettingError{Key: "headers", Msg: err.Error()}
+			return nil, settingError("headers", err.Error())
 		}
 		redacted := RedactHeaderLines(*newHeaders)
 		o.Headers = &redacted

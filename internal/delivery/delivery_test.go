@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/models"
@@ -315,8 +316,8 @@ func TestChannelSettingsOverridesAndRedaction(t *testing.T) {
 	// Bad input changes nothing.
 	for key, val := range map[string]any{"colour": "blue", "enabled": "yes", "method": "DELETE", "url": "file:///etc/passwd",
 		"headers": "X-Agentry-Signature: x"} {
-		var se *SettingError
-		if _, err := ch.Patch(ctx, "webhook", map[string]any{key: val}, "admin"); !errors.As(err, &se) || se.Key != key {
+		var se *fault.Invalid
+		if _, err := ch.Patch(ctx, "webhook", map[string]any{key: val}, "admin"); !errors.As(err, &se) || se.Field != "settings."+key {
 			t.Errorf("%s=%v: %v", key, val, err)
 		}
 	}

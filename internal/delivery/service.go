@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/sweeper"
 	"github.com/agentryhq/agentry/models"
@@ -22,15 +23,7 @@ import (
 )
 
 // ErrUnavailable: the workflow engine did not accept the delivery (503).
-var ErrUnavailable = errors.New("the workflow engine (Temporal) is unavailable; the message was not queued, try again shortly")
-
-// InvalidError is bad input of a send (400), naming the field.
-type InvalidError struct {
-	Field string
-	Msg   string
-}
-
-func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
+var ErrUnavailable = fault.TemporalUnavailable("the workflow engine (Temporal) is unavailable; the message was not queued, try again shortly")
 
 // MaxTextBytes bounds the text of one message (it travels in workflow
 // history, which Temporal limits to 2 MB per payload).
@@ -85,10 +78,10 @@ func (s *Service) now() time.Time {
 // is refused (*TargetError).
 func (s *Service) Send(ctx context.Context, req SendRequest) (string, error) {
 	if strings.TrimSpace(req.Text) == "" {
-		return "", &InvalidError{Field: "text", Msg: "is required"}
+		return "", &fault.Invalid{Field: "text", Msg: "is required"}
 	}
 	if len(req.Text) > MaxTextBytes {
-		return "", &InvalidError{Field: "text", Msg: fmt.Sprintf("is longer than %d bytes", MaxTextBytes)}
+		return "", &fault.Invalid{Field: "text", Msg: fmt.Sprintf("is longer than %d bytes", MaxTextBytes)}
 	}
 	dest, err := s.Channels.Check(ctx, req.Channel, req.To)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/netguard"
 )
 
@@ -20,6 +21,11 @@ type TargetError struct {
 }
 
 func (e *TargetError) Error() string { return e.Field + ": " + e.Msg }
+
+// Fault implements fault.Fault: 400 destination_refused, naming the field.
+func (e *TargetError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindInvalid, Code: "destination_refused", Message: e.Error(), Fields: map[string]any{"field": e.Field}}
+}
 
 // Resolver looks host names up (net.DefaultResolver; tests may fake it).
 type Resolver interface {

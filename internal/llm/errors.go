@@ -11,12 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // ErrUnknownProvider is wrapped by the Router's error for a call naming a provider id that is not
-// configured.
-var ErrUnknownProvider = errors.New("unknown llm provider")
+// configured (400: the request or the agent names it).
+var ErrUnknownProvider = fault.New(fault.KindInvalid, fault.CodeInvalid, "unknown llm provider")
 
 // ErrStreamIncomplete is wrapped by the error of a stream that ended before the provider's final
 // event (connection closed, idle timeout): the Response beside it holds the partial content.
@@ -77,6 +78,12 @@ func (e *ProviderError) Error() string {
 }
 
 func (e *ProviderError) Unwrap() error { return e.Err }
+
+// Fault implements fault.Fault: a provider's failure is the gateway's 502
+// (provider_error), naming the provider.
+func (e *ProviderError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindUpstream, Code: "provider_error", Message: e.Error(), Fields: map[string]any{"provider": e.Provider}}
+}
 
 // IsUnreachable reports whether err means the provider could not be reached at all (connection
 // refused, unknown host, no route), as opposed to answering with an error.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"net/http"
 	"os"
@@ -34,6 +35,11 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string { return fmt.Sprintf("mcp server %s: %s", e.ServerID, e.Msg) }
+
+// Fault implements fault.Fault: 502 mcp_unreachable, naming the server.
+func (e *UnreachableError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindUpstream, Code: "mcp_unreachable", Message: e.Error(), Fields: map[string]any{"server": e.ServerID}}
+}
 
 // TransportError: a tool call did not reach the server or its answer got
 // lost. Unlike a tool's own isError result it may be retried (task runs

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/netguard"
 )
 
@@ -24,6 +25,11 @@ type PolicyError struct {
 }
 
 func (e *PolicyError) Error() string { return fmt.Sprintf("mcp server %s: %s", e.ServerID, e.Msg) }
+
+// Fault implements fault.Fault: 403 policy, naming the server.
+func (e *PolicyError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindForbidden, Code: "policy", Message: e.Error(), Fields: map[string]any{"server": e.ServerID}}
+}
 
 // Policy decides which servers may be registered through the API and
 // which HTTP destinations any server may reach.

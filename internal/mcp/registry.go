@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/models"
 )
 
 // ErrNotFound: no server registered through the API has that id.
-var ErrNotFound = errors.New("mcp server not found")
+var ErrNotFound = fault.NotFound("mcp server not found")
 
 // ConfigOwnedError: the id is defined in config.yaml, which the API does
 // not edit (409).
@@ -20,6 +21,11 @@ type ConfigOwnedError struct{ ServerID string }
 
 func (e *ConfigOwnedError) Error() string {
 	return fmt.Sprintf("mcp server %s is defined in config.yaml (mcp.%s); change it there", e.ServerID, e.ServerID)
+}
+
+// Fault implements fault.Fault: 409 conflict, naming the server.
+func (e *ConfigOwnedError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindConflict, Code: "conflict", Message: e.Error(), Fields: map[string]any{"server": e.ServerID}}
 }
 
 // Registry is the durable side of the servers: config servers plus the

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // Transports.
@@ -52,22 +54,10 @@ var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
 var headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// InvalidError is a bad server definition; the message never holds a
-// header or env value.
-type InvalidError struct {
-	Field string
-	Msg   string
-}
-
-func (e *InvalidError) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
-}
-
+// invalid is a bad server definition (400), naming the field; the message
+// never holds a header or env value.
 func invalid(field, format string, args ...any) error {
-	return &InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &fault.Invalid{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // ValidID reports whether id can name a server.

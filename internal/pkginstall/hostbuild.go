@@ -1,14 +1,16 @@
 package pkginstall
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // ErrHostBuildNotApproved marks a host build the deployment's policy does
 // not allow for the source (the API answers 403).
-var ErrHostBuildNotApproved = errors.New("host build not approved")
+var ErrHostBuildNotApproved = &fault.Error{Kind: fault.KindForbidden, Code: "host_build_not_approved", Field: "allow_host_build",
+	Msg: "host build not approved"}
 
 // HostBuildPolicy is which sources may be built on the gateway host
 // (package_installs.host_build_catalog, server.edition). In the personal

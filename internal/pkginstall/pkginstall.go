@@ -26,13 +26,14 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentryhq/agentry/internal/agentpkg"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
 
 // ErrInvalid marks a request the API answers with 400.
-var ErrInvalid = errors.New("invalid package install request")
+var ErrInvalid = &fault.Error{Kind: fault.KindInvalid, Code: fault.CodeInvalid, Field: "source", Msg: "invalid package install request"}
 
 // ErrUnavailable marks a job recorded but not started (Temporal did not
 // answer); Resume starts it later. The API answers 503.
@@ -138,7 +139,10 @@ func (s *Service) Start(ctx context.Context, req Request) (*models.PackageInstal
 		return nil, err
 	}
 	if err := s.startWorkflow(ctx, job.ID); err != nil {
-		return job, fmt.Errorf("%w: %v (it starts when the gateway reaches Temporal again)", ErrUnavailable, err)
+		// 503 with the job's id: the caller can follow the queued job.
+		return job, &fault.Error{Kind: fault.KindUnavailable, Code: fault.CodeTemporalUnavailable, RetryAfter: fault.TemporalRetry,
+			Msg:    fmt.Sprintf("%s: %v (it starts when the gateway reaches Temporal again)", ErrUnavailable, err),
+			Fields: map[string]any{"job_id": job.ID}, Err: ErrUnavailable}
 	}
 	return job, nil
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/costs"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -45,9 +46,11 @@ var (
 	ErrMissingKey = errors.New("admin key variable not set")
 	// ErrConfig: the provider entry cannot be used (unknown type or id).
 	ErrConfig = errors.New("reconciliation provider misconfigured")
-	// ErrNotConfigured: costs.reconciliation.providers is empty.
-	ErrNotConfigured = errors.New("no provider is configured under costs.reconciliation.providers")
-	// ErrInvalidDay: a day that is not YYYY-MM-DD or not yet complete.
+	// ErrNotConfigured: costs.reconciliation.providers is empty (409).
+	ErrNotConfigured = fault.Conflict("not_configured",
+		"no provider is configured under costs.reconciliation.providers; add one (type, base_url, api_key_env) to run reconciliation")
+	// ErrInvalidDay: a day that is not YYYY-MM-DD or not yet complete; the
+	// errors of CheckDay are instances of it (400 on field day).
 	ErrInvalidDay = errors.New("invalid day")
 )
 
@@ -130,12 +133,18 @@ func ParseDay(day string) (time.Time, error) {
 func CheckDay(day string, now time.Time) error {
 	d, err := ParseDay(day)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidDay, err)
+		return invalidDay(err.Error())
 	}
 	if !d.Before(now.UTC().Truncate(24 * time.Hour)) {
-		return fmt.Errorf("%w: %s is not a completed UTC day (the latest is %s)", ErrInvalidDay, day, PreviousDay(now))
+		return invalidDay(fmt.Sprintf("%s is not a completed UTC day (the latest is %s)", day, PreviousDay(now)))
 	}
 	return nil
+}
+
+// invalidDay is a bad day (400 on field day); errors.Is(err, ErrInvalidDay)
+// holds.
+func invalidDay(msg string) error {
+	return &fault.Error{Kind: fault.KindInvalid, Code: fault.CodeInvalid, Field: "day", Msg: msg, Err: ErrInvalidDay}
 }
 
 // PreviousDay is the last completed UTC day at now.

@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -42,11 +43,12 @@ const (
 	DefaultResyncInterval = time.Minute
 )
 
-// Errors the API maps.
+// Errors of schedule requests, in the fault vocabulary (the API maps them).
 var (
-	ErrNoSchedule    = errors.New("agent has no schedule (trigger is not cron)")
-	ErrAgentDisabled = errors.New("agent is disabled")
-	ErrUnavailable   = errors.New("the workflow engine (Temporal) is unavailable; try again shortly")
+	ErrNoSchedule    = fault.NotFound("agent has no schedule (trigger is not cron)")
+	ErrAgentDisabled = fault.Conflict("agent_disabled", "agent is disabled")
+	// ErrUnavailable wraps failures to reach Temporal (503).
+	ErrUnavailable = fault.ErrTemporalUnavailable
 )
 
 // Agents is the agent registry.

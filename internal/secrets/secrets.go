@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/models"
 )
@@ -38,15 +39,13 @@ const MaxValueBytes = 64 << 10
 
 // Errors the API maps to status codes.
 var (
-	ErrNotFound = errors.New("secret not found")
+	ErrNotFound = fault.NotFound("secret not found")
 	// ErrWrongKey: the value was sealed with another key file.
 	ErrWrongKey = errors.New("secret was encrypted with a different key (credentials/secrets.key changed)")
 )
 
-// InvalidError is a bad name or value; the message never contains the value.
-type InvalidError struct{ Msg string }
-
-func (e *InvalidError) Error() string { return e.Msg }
+// invalid is a bad name or value (400); the message never contains the value.
+func invalid(msg string) error { return &fault.Invalid{Msg: msg} }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,127}$`)
 
@@ -141,13 +140,13 @@ func loadOrCreateKey(path string) ([]byte, error) {
 // Set seals value under name, replacing an earlier value.
 func (s *Store) Set(ctx context.Context, name, value string) error {
 	if !ValidName(name) {
-		return &InvalidError{Msg: fmt.Sprintf("secret name %q must start with a letter or _ and hold only letters, digits, _, . or - (at most 128)", name)}
+		return invalid(fmt.Sprintf("secret name %q must start with a letter or _ and hold only letters, digits, _, . or - (at most 128)", name))
 	}
 	if value == "" {
-		return &InvalidError{Msg: "secret value is empty"}
+		return invalid("secret value is empty")
 	}
 	if len(value) > MaxValueBytes {
-		return &InvalidError{Msg: fmt.Sprintf("secret value is larger than %d bytes", MaxValueBytes)}
+		return invalid(fmt.Sprintf("secret value is larger than %d bytes", MaxValueBytes))
 	}
 	aead, keyID, err := s.cipher()
 	if err != nil {

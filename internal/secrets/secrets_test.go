@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -63,12 +64,12 @@ func TestBadNamesAndValues(t *testing.T) {
 	db, creds := openStore(t)
 	s := New(db, creds)
 	for _, name := range []string{"", "1abc", "a b", "../x", string(make([]byte, 200))} {
-		var inv *InvalidError
+		var inv *fault.Invalid
 		if err := s.Set(context.Background(), name, "v"); !errors.As(err, &inv) {
 			t.Errorf("Set(%q) = %v, want InvalidError", name, err)
 		}
 	}
-	var inv *InvalidError
+	var inv *fault.Invalid
 	if err := s.Set(context.Background(), "EMPTY", ""); !errors.As(err, &inv) {
 		t.Errorf("empty value = %v", err)
 	}

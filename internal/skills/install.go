@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/netguard"
 )
 
@@ -28,15 +29,11 @@ const (
 	SourceSlug = "slug"
 )
 
-// InvalidError: the install request itself is wrong (400).
-type InvalidError struct{ Msg string }
+// invalid: the install request itself is wrong (400).
+func invalid(msg string) error { return &fault.Invalid{Msg: msg} }
 
-func (e *InvalidError) Error() string { return e.Msg }
-
-// PolicyError: the source is not allowed for this caller (403).
-type PolicyError struct{ Msg string }
-
-func (e *PolicyError) Error() string { return e.Msg }
+// refusedByPolicy: the source is not allowed for this caller (403 policy).
+func refusedByPolicy(msg string) error { return &fault.Forbidden{Code: "policy", Msg: msg} }
 
 // FetchError: the git source could not be fetched (502).
 type FetchError struct {
@@ -45,6 +42,11 @@ type FetchError struct {
 }
 
 func (e *FetchError) Error() string { return fmt.Sprintf("fetch %s: %s", e.Source, e.Msg) }
+
+// Fault implements fault.Fault: 502 fetch_failed, naming the source.
+func (e *FetchError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindUpstream, Code: "fetch_failed", Message: e.Error(), Fields: map[string]any{"source": e.Source}}
+}
 
 // ConsentError: the install needs (new) consent (409); the plan says what
 // to consent to.
@@ -55,6 +57,11 @@ type ConsentError struct {
 }
 
 func (e *ConsentError) Error() string { return e.Msg }
+
+// Fault implements fault.Fault: 409 with the code and the plan to consent to.
+func (e *ConsentError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindConflict, Code: e.Code, Message: e.Msg, Fields: map[string]any{"plan": e.Plan}}
+}
 
 // InstallRequest asks to review (Digest empty) or install a skill.
 type InstallRequest struct {
@@ -127,31 +134,31 @@ func (in *Installer) resolve(raw string, localOK bool) (source, error) {
 	raw = strings.TrimSpace(raw)
 	switch {
 	case raw == "":
-		return source{}, &InvalidError{Msg: "source is required (a folder, a git URL or owner/repo)"}
+		return source{}, invalid("source is required (a folder, a git URL or owner/repo)")
 	case strings.HasPrefix(raw, "/"):
 		if !localOK {
-			return source{}, &PolicyError{Msg: "a local skill folder is refused for a remote client; install from a git URL or slug"}
+			return source{}, refusedByPolicy("a local skill folder is refused for a remote client; install from a git URL or slug")
 		}
 		return source{kind: SourceDir, dir: filepath.Clean(raw)}, nil
 	case strings.HasPrefix(raw, ".") || strings.HasPrefix(raw, "~"):
-		return source{}, &InvalidError{Msg: fmt.Sprintf("source %q: a folder must be an absolute path", raw)}
+		return source{}, invalid(fmt.Sprintf("source %q: a folder must be an absolute path", raw))
 	case strings.Contains(raw, "://"):
 		u, frag, _ := strings.Cut(raw, "#")
 		parsed, err := url.Parse(u)
 		if err != nil || parsed.Host == "" && parsed.Scheme != "file" {
-			return source{}, &InvalidError{Msg: fmt.Sprintf("source %q is not a URL", raw)}
+			return source{}, invalid(fmt.Sprintf("source %q is not a URL", raw))
 		}
 		switch parsed.Scheme {
 		case "https":
 		case "file":
 			if !localOK {
-				return source{}, &PolicyError{Msg: "file:// sources are for clients on the gateway host only"}
+				return source{}, refusedByPolicy("file:// sources are for clients on the gateway host only")
 			}
 		default:
-			return source{}, &InvalidError{Msg: fmt.Sprintf("source %q: git sources must be https:// URLs", raw)}
+			return source{}, invalid(fmt.Sprintf("source %q: git sources must be https:// URLs", raw))
 		}
 		if parsed.User != nil {
-			return source{}, &InvalidError{Msg: "source URL must not carry credentials"}
+			return source{}, invalid("source URL must not carry credentials")
 		}
 		return source{kind: SourceGit, gitURL: u, sub: frag}, nil
 	case slugRe.MatchString(raw):
@@ -162,7 +169,7 @@ func (in *Installer) resolve(raw string, localOK bool) (source, error) {
 		}
 		return s, nil
 	}
-	return source{}, &InvalidError{Msg: fmt.Sprintf("source %q is not an absolute folder, an https:// git URL or owner/repo", raw)}
+	return source{}, invalid(fmt.Sprintf("source %q is not an absolute folder, an https:// git URL or owner/repo", raw))
 }
 
 // Install reviews the source and, when req.Digest is set, installs it.
@@ -239,12 +246,12 @@ func (in *Installer) fetch(ctx context.Context, src source, raw string) (string,
 	if src.kind == SourceDir {
 		fi, err := os.Stat(src.dir)
 		if err != nil || !fi.IsDir() {
-			return "", nil, &InvalidError{Msg: fmt.Sprintf("source %s is not a folder on the gateway host", src.dir)}
+			return "", nil, invalid(fmt.Sprintf("source %s is not a folder on the gateway host", src.dir))
 		}
 		return src.dir, func() {}, nil
 	}
 	if err := in.checkHost(ctx, src.gitURL); err != nil {
-		return "", nil, &PolicyError{Msg: fmt.Sprintf("source %s: %v", raw, err)}
+		return "", nil, refusedByPolicy(fmt.Sprintf("source %s: %v", raw, err))
 	}
 	tmp, err := os.MkdirTemp("", "agentry-skill-git-")
 	if err != nil {

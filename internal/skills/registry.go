@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 )
 
@@ -37,7 +38,7 @@ func SplitToolName(name string) (skill, tool string, ok bool) {
 func Grant(skill string) string { return ToolPrefix + skill + "__*" }
 
 // ErrNotFound: no skill of that name is loaded.
-var ErrNotFound = errors.New("skill not found")
+var ErrNotFound = fault.NotFound("skill not found")
 
 // Registry holds the skills found in its folders (the workspace's skills/
 // first, then skill_dirs; the first folder wins a name). Rescan reloads.

@@ -26,6 +26,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentryhq/agentry/internal/fault"
 )
 
 // ManifestFile is the file every skill folder has.
@@ -96,6 +98,11 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string { return fmt.Sprintf("skill %s refused: %s", e.Dir, e.Reason) }
+
+// Fault implements fault.Fault: 400 skill_refused with the reason.
+func (e *RefusedError) Fault() fault.Detail {
+	return fault.Detail{Kind: fault.KindInvalid, Code: "skill_refused", Message: e.Error(), Fields: map[string]any{"reason": e.Reason}}
+}
 
 func refuse(dir, format string, args ...any) error {
 	return &RefusedError{Dir: dir, Reason: fmt.Sprintf(format, args...)}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/models"
@@ -26,7 +27,7 @@ import (
 )
 
 // ErrTemporalUnavailable wraps failures to reach Temporal (HTTP 503).
-var ErrTemporalUnavailable = errors.New("the workflow engine (Temporal) is unavailable; try again shortly")
+var ErrTemporalUnavailable = fault.ErrTemporalUnavailable
 
 // staleStartAge is how long a run may stay queued without a workflow
 // before a new run request treats it as abandoned (the process that

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -32,7 +33,7 @@ type Accepted struct {
 }
 
 // ErrAsyncUnavailable: the gateway has no Temporal client (503).
-var ErrAsyncUnavailable = errors.New("asynchronous webhook runs need the durable run engine, which this gateway does not run")
+var ErrAsyncUnavailable = fault.NotEnabled("asynchronous webhook runs need the durable run engine, which this gateway does not run")
 
 // HandleAsync maps the payload as Handle does and starts the agent as a
 // durable WebhookRun workflow instead of running it in the request. With an
@@ -53,7 +54,7 @@ func (s *Service) HandleAsync(ctx context.Context, req Request) (*Accepted, erro
 	runID := "wr_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	if key := strings.TrimSpace(req.IdempotencyKey); key != "" {
 		if len(key) > MaxIdempotencyKey {
-			return nil, &InvalidError{Field: "Idempotency-Key", Msg: fmt.Sprintf("is longer than %d characters", MaxIdempotencyKey)}
+			return nil, &fault.Invalid{Field: "Idempotency-Key", Msg: fmt.Sprintf("is longer than %d characters", MaxIdempotencyKey)}
 		}
 		sum := sha256.Sum256([]byte(subject + "\x00" + def.ID + "\x00" + key))
 		runID = "wr_" + hex.EncodeToString(sum[:16])

@@ -7,12 +7,12 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/jsonpath"
 )
 
@@ -21,7 +21,7 @@ import (
 var FallbackTextPaths = []string{"text", "message", "body", "content", "issue.title", "alert.title"}
 
 // ErrNotJSON: the body is not a JSON document.
-var ErrNotJSON = errors.New("the webhook body is not valid JSON")
+var ErrNotJSON = fault.New(fault.KindInvalid, fault.CodeInvalid, "the webhook body is not valid JSON")
 
 // Mapped is a payload mapped to a chat message.
 type Mapped struct {

@@ -20,29 +20,24 @@ import (
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/models"
 )
 
-// Errors the API maps to status codes.
+// Errors of a webhook request, in the fault vocabulary (the API maps them).
 var (
 	// ErrNotWebhookAgent: the agent exists but its trigger is not webhook
 	// (404, like an unknown agent: the route does not exist for it).
-	ErrNotWebhookAgent = errors.New("agent does not accept webhooks (its trigger is not webhook)")
+	ErrNotWebhookAgent = fault.NotFound("agent does not accept webhooks (its trigger is not webhook)")
 	// ErrIdempotencyKeyReused: the key was used with a different body (409).
-	ErrIdempotencyKeyReused = errors.New("Idempotency-Key was already used with a different body")
+	ErrIdempotencyKeyReused = fault.Conflict("idempotency_key_reused", "Idempotency-Key was already used with a different body")
 	// ErrIdempotencyInProgress: the first request with the key is still
-	// running (409 with Retry-After, at once; see InProgressError).
-	ErrIdempotencyInProgress = errors.New("a request with this Idempotency-Key is still running; retry after Retry-After seconds")
+	// running (409 with Retry-After, at once; see InProgressError, which
+	// carries the actual wait).
+	ErrIdempotencyInProgress = &fault.Error{Kind: fault.KindConflict, Code: "idempotency_key_in_progress", RetryAfter: 5 * time.Second,
+		Msg: "a request with this Idempotency-Key is still running; retry after Retry-After seconds"}
 )
-
-// InvalidError is bad input (400), naming what.
-type InvalidError struct {
-	Field string
-	Msg   string
-}
-
-func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
 
 // DefaultUserID is the user of a payload without user_id_path (or where it
 // yields nothing).
@@ -109,7 +104,7 @@ func (s *Service) Handle(ctx context.Context, req Request) (reply *Reply, replay
 		return r, false, err
 	}
 	if len(key) > MaxIdempotencyKey {
-		return nil, false, &InvalidError{Field: "Idempotency-Key", Msg: fmt.Sprintf("is longer than %d characters", MaxIdempotencyKey)}
+		return nil, false, &fault.Invalid{Field: "Idempotency-Key", Msg: fmt.Sprintf("is longer than %d characters", MaxIdempotencyKey)}
 	}
 	return s.once(ctx, def.ID, key, mapped, creq)
 }
@@ -129,7 +124,7 @@ func (s *Service) prepare(req Request) (*agent.Definition, *Mapped, chat.Request
 		if errors.Is(err, ErrNotJSON) {
 			return nil, nil, chat.Request{}, err
 		}
-		return nil, nil, chat.Request{}, &InvalidError{Field: "agent " + def.ID, Msg: err.Error()}
+		return nil, nil, chat.Request{}, &fault.Invalid{Field: "agent " + def.ID, Msg: err.Error()}
 	}
 	creq, err := s.chatRequest(def, mapped)
 	return def, mapped, creq, err
@@ -152,7 +147,7 @@ func (s *Service) chatRequest(def *agent.Definition, m *Mapped) (chat.Request, e
 	switch {
 	case m.SessionID != "":
 		if !safeSessionID.MatchString(m.SessionID) {
-			return req, &InvalidError{Field: "session id (webhook.session_id_path)", Msg: "must be 1-191 letters, digits, _, . or - and not start with ."}
+			return req, &fault.Invalid{Field: "session id (webhook.session_id_path)", Msg: "must be 1-191 letters, digits, _, . or - and not start with ."}
 		}
 		req.SessionID, req.CreateSession = m.SessionID, true
 	case m.ThreadID != "":
@@ -201,6 +196,13 @@ func (e *InProgressError) Error() string { return ErrIdempotencyInProgress.Error
 
 // Unwrap makes errors.Is(err, ErrIdempotencyInProgress) hold.
 func (e *InProgressError) Unwrap() error { return ErrIdempotencyInProgress }
+
+// Fault implements fault.Fault: ErrIdempotencyInProgress with this wait.
+func (e *InProgressError) Fault() fault.Detail {
+	d := ErrIdempotencyInProgress.Fault()
+	d.RetryAfter = e.RetryAfter
+	return d
+}
 
 // once runs the request at most once per (subject, agent, key) within
 // IdempotencyTTL. The claim is a row insert, so of concurrent repeats one
