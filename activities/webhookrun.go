@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/runlog"
+	"github.com/agentryhq/agentry/internal/runprep"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -63,23 +65,16 @@ func (a *WebhookRunActivities) WebhookRunPrepare(ctx context.Context, in workflo
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s is gone or disabled", in.AgentID), workflows.ErrTypeRunGone, nil)
 	}
 	who := &auth.Principal{Subject: in.Subject, Role: auth.RoleMember, Method: "webhook"}
-	set, err := chat.Resolve(&a.Config.Config, a.Router, def, a.Toolbox.Tools(def), nil, who)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeLLMRejected, nil)
+	prep, err := a.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: who, UserText: in.Text,
+		History: func(ctx context.Context) ([]llm.Message, error) { return a.Chat.History(ctx, in.SessionID) }})
+	var unresolved *runprep.ResolveError
+	if errors.As(err, &unresolved) {
+		return nil, temporal.NewNonRetryableApplicationError(unresolved.Err.Error(), workflows.ErrTypeLLMRejected, nil)
 	}
-	history, err := a.Chat.History(ctx, in.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, History: history, UserText: in.Text,
-		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
-		MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
-	}}
-	sha, err := a.Log.PutSnapshot(ctx, snap)
 	if err != nil {
 		return nil, err
 	}
+	snap, sha := prep.Snapshot, prep.SHA
 	return &workflows.WebhookPrepared{
 		Run: workflows.RunRef{WorkflowID: workflows.WebhookRunWorkflowID(in.RunID), Attempt: 1, AgentID: def.ID, Trigger: "webhook",
 			Subject: in.Subject, DataClassification: def.LLM.DataClassification, Snapshot: sha},
@@ -87,6 +82,11 @@ func (a *WebhookRunActivities) WebhookRunPrepare(ctx context.Context, in workflo
 		ToolTimeout:   a.Config.Runtime.ToolTimeout,
 		LocalLLMTurns: true,
 	}, nil
+}
+
+// preparer resolves and snapshots the agents of webhook runs.
+func (a *WebhookRunActivities) preparer() runprep.Preparer {
+	return runprep.Preparer{Config: a.Config, Router: a.Router, Toolbox: a.Toolbox, Log: a.Log}
 }
 
 // WebhookLLMTurn is one LLM turn of the run (source webhook).
