@@ -218,14 +218,12 @@ func (a *ScheduledActivities) deliverReply(ctx context.Context, def *agent.Defin
 		return nil
 	}
 	id := FiringDeliveryID(in.Run.WorkflowID)
-	body, err := json.Marshal(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
-		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: res.SessionID, RunID: res.RunID, CreatedAt: time.Now().UTC()})
+	msg, err := delivery.ChannelInput(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
+		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: res.SessionID, RunID: res.RunID, CreatedAt: time.Now().UTC()}, a.Retry)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("encode the reply: "+err.Error(), workflows.ErrTypeRunLog, err)
 	}
-	res.Delivery = &workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: out.Channel, To: out.To,
-		Body: string(body), Source: delivery.SourceSchedule, AgentID: def.ID, Retry: a.Retry.WithDefaults()}
+	res.Delivery = &msg
 	res.Destination = delivery.DisplayURL(dest)
-	return a.Store.CreateDelivery(ctx, &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceSchedule, AgentID: def.ID,
-		Target: res.Destination, WorkflowID: workflows.DeliveryWorkflowID(id)})
+	return a.Store.CreateDelivery(ctx, delivery.Record(msg, dest))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -192,13 +191,10 @@ func (a *WebhookRunActivities) replyDelivery(ctx context.Context, def *agent.Def
 		return nil, fmt.Errorf("reply channel %s cannot take the reply: %v", out.Channel, err)
 	}
 	id := WebhookDeliveryID(in.RunID)
-	body, err := json.Marshal(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
-		AgentID: def.ID, Source: delivery.SourceWebhook, SessionID: in.SessionID, RunID: in.RunID, CreatedAt: time.Now().UTC()})
+	msg, err := delivery.ChannelInput(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
+		AgentID: def.ID, Source: delivery.SourceWebhook, SessionID: in.SessionID, RunID: in.RunID, CreatedAt: time.Now().UTC()}, a.Retry)
 	if err != nil {
 		return nil, err
 	}
-	msg := &workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: out.Channel, To: out.To,
-		Body: string(body), Source: delivery.SourceWebhook, AgentID: def.ID, Retry: a.Retry.WithDefaults()}
-	return msg, a.Store.CreateDelivery(ctx, &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceWebhook, AgentID: def.ID,
-		Target: delivery.DisplayURL(dest), WorkflowID: workflows.DeliveryWorkflowID(id)})
+	return &msg, a.Store.CreateDelivery(ctx, delivery.Record(msg, dest))
 }
