@@ -33,6 +33,7 @@ import (
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/worker"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // Services are the feature services built on top of the foundation. Each
@@ -44,6 +45,8 @@ type Services struct {
 	cancel context.CancelFunc
 	// bg lives until Stop: background work of the services.
 	bg context.Context
+	// deliveryRetry is runtime.delivery, for the worker's activities.
+	deliveryRetry workflows.DeliveryRetry
 
 	Agents  *agent.Registry
 	Router  *llm.Router
@@ -93,7 +96,6 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	cfg := g.Config
 	bg, cancel := context.WithCancel(detached.Context(ctx))
 	s := &Services{gw: g, log: log, cancel: cancel, bg: bg}
-	s.worker = worker.New(g.Temporal, cfg.Temporal.TaskQueue, log)
 
 	router, err := NewRouter(&cfg.Config)
 	if err != nil {
@@ -132,7 +134,18 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		cancel()
 		return nil, err
 	}
+	s.worker = worker.Build(s.workerDeps())
 	return s, nil
+}
+
+// workerDeps hands the worker the services its activities stand on; the
+// worker builds the activity structs from them.
+func (s *Services) workerDeps() worker.Deps {
+	g := s.gw
+	return worker.Deps{Temporal: g.Temporal, TaskQueue: g.Config.Temporal.TaskQueue, Logger: s.log,
+		Config: g.Config, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, RunLog: s.RunLog, Chat: s.Chat,
+		Events: s.Events, Channels: s.Channels, Retry: s.deliveryRetry, SSRF: SSRFPolicy(&g.Config.Config),
+		Reconcile: s.Reconcile, PackageInstalls: s.PackageInstalls}
 }
 
 // addDelivery wires webhooks in and out: the inbound webhook trigger, the
@@ -159,12 +172,7 @@ func (s *Services) addDelivery(bg context.Context) error {
 	// Deliveries recorded by a process that died before starting their
 	// workflow are started now and by a sweep every minute.
 	go s.Deliveries.RunSweeper(bg, s.log)
-	s.worker.AddActivities(
-		&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels, Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log},
-		&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Channels: s.Channels, Retry: retry,
-			Config: cfg, Router: s.Router, Toolbox: s.Toolbox, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root},
-		&activities.WebhookRunActivities{Config: cfg, Chat: s.Chat, Agents: s.Agents, Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-			Log: s.RunLog, Channels: s.Channels, Retry: retry})
+	s.deliveryRetry = retry
 	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
 	s.Agents.OnChange(s.Schedules.Notify)
 	go s.Schedules.Run(bg)
@@ -184,7 +192,6 @@ func (s *Services) addReconciliation(bg context.Context) {
 	s.Costs.SetReconciliation(s.Reconcile.Report)
 	s.Reconciler = &reconcile.Scheduler{Client: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log, Service: s.Reconcile,
 		Enabled: rc.Enabled && len(rc.Providers) > 0, Interval: rc.Interval}
-	s.worker.AddActivities(&activities.ReconcileActivities{Service: s.Reconcile})
 	go s.Reconciler.Run(bg)
 }
 
@@ -221,8 +228,8 @@ func (s *Services) addSkills() {
 // SkillDryRunTimeout bounds each tool's sandboxed run during a review.
 var SkillDryRunTimeout = 10 * time.Second
 
-// addWorkboard wires the event stream, task runs and the TaskRun worker
-// registration.
+// addWorkboard wires task runs (the client side of TaskRun) and tool
+// approvals.
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
 	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, Config: cfg,
@@ -230,9 +237,6 @@ func (s *Services) addWorkboard() {
 		WorkDir: func(taskID, runID int64) string {
 			return activities.RunDir(cfg.Workspace.ArtifactsDir(), taskID, runID)
 		}}
-	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-		Events: s.Events, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root},
-		&activities.ApprovalActivities{Store: g.Store, Log: s.RunLog, Events: s.Events})
 	// Runs queued by a process that died before starting their workflow
 	// are failed now and by a sweep every minute (they stayed queued).
 	go s.TaskRuns.RunSweeper(s.bg, s.log)
@@ -347,8 +351,9 @@ func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, bus *even
 	})
 }
 
-// Worker is the in-process worker; features add activities, registrations
-// and interceptors before start.
+// Worker is the in-process worker, built from the services (workerDeps)
+// with every workflow and activity; add registrations and interceptors
+// before start.
 func (s *Services) Worker() *worker.Worker { return s.worker }
 
 // StartWorker starts the in-process Temporal worker.
