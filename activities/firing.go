@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,9 +16,9 @@ import (
 
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
-	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/runprep"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -88,19 +89,15 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 		}
 	}
 	who := &auth.Principal{Subject: ScheduledSubject(def.ID), Role: auth.RoleMember, Method: "schedule"}
-	set, err := chat.Resolve(&a.Config.Config, a.Router, def, a.Toolbox.Tools(def), nil, who)
-	if err != nil {
-		return skip("agent %s cannot run: %v", def.ID, err)
+	prep, err := a.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: who, UserText: prompt(def, at)})
+	var unresolved *runprep.ResolveError
+	if errors.As(err, &unresolved) {
+		return skip("agent %s cannot run: %v", def.ID, unresolved.Err)
 	}
-	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, UserText: prompt(def, at),
-		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
-		MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
-	}}
-	sha, err := a.Log.PutSnapshot(ctx, snap)
 	if err != nil {
 		return nil, err
 	}
+	snap, sha := prep.Snapshot, prep.SHA
 	return &workflows.ScheduledPrepared{
 		Status: models.ScheduleRunRunning,
 		Run: workflows.RunRef{WorkflowID: wid, Attempt: 1, AgentID: def.ID, Trigger: in.Trigger, Subject: who.Subject,
@@ -114,6 +111,11 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 		// about 8 or 16 s of a turn that never answers.
 		LocalLLMTurns: true,
 	}, nil
+}
+
+// preparer resolves and snapshots the agents of firings.
+func (a *ScheduledActivities) preparer() runprep.Preparer {
+	return runprep.Preparer{Config: a.Config, Router: a.Router, Toolbox: a.Toolbox, Log: a.Log}
 }
 
 // ScheduledLLMTurn is one LLM turn of a firing, through the router (cost
@@ -216,14 +218,12 @@ func (a *ScheduledActivities) deliverReply(ctx context.Context, def *agent.Defin
 		return nil
 	}
 	id := FiringDeliveryID(in.Run.WorkflowID)
-	body, err := json.Marshal(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
-		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: res.SessionID, RunID: res.RunID, CreatedAt: time.Now().UTC()})
+	msg, err := delivery.ChannelInput(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
+		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: res.SessionID, RunID: res.RunID, CreatedAt: time.Now().UTC()}, a.Retry)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("encode the reply: "+err.Error(), workflows.ErrTypeRunLog, err)
 	}
-	res.Delivery = &workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: out.Channel, To: out.To,
-		Body: string(body), Source: delivery.SourceSchedule, AgentID: def.ID, Retry: a.Retry.WithDefaults()}
+	res.Delivery = &msg
 	res.Destination = delivery.DisplayURL(dest)
-	return a.Store.CreateDelivery(ctx, &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceSchedule, AgentID: def.ID,
-		Target: res.Destination, WorkflowID: workflows.DeliveryWorkflowID(id)})
+	return a.Store.CreateDelivery(ctx, delivery.Record(msg, dest))
 }

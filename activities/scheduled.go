@@ -121,13 +121,12 @@ func (a *ScheduledActivities) run(ctx context.Context, in workflows.ScheduledAge
 		return res
 	}
 	id := delivery.NewID()
-	body, err := json.Marshal(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply.Reply, To: out.To,
-		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: reply.SessionID, RunID: reply.RunID, CreatedAt: time.Now().UTC()})
+	msg, err := delivery.ChannelInput(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply.Reply, To: out.To,
+		AgentID: def.ID, Source: delivery.SourceSchedule, SessionID: reply.SessionID, RunID: reply.RunID, CreatedAt: time.Now().UTC()}, a.Retry)
 	if err != nil {
 		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: "encode the reply: " + err.Error()}
 	}
-	res.Delivery = &workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: out.Channel, To: out.To, Body: string(body), Source: delivery.SourceSchedule,
-		AgentID: def.ID, Retry: a.Retry.WithDefaults()}
+	res.Delivery = &msg
 	res.Destination = delivery.DisplayURL(dest)
 	// The workflow input rides along as the record's outbox entry: should
 	// this activity die before the firing's record names the delivery, the
@@ -136,8 +135,8 @@ func (a *ScheduledActivities) run(ctx context.Context, in workflows.ScheduledAge
 	if err != nil {
 		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: "encode the delivery: " + err.Error()}
 	}
-	d := &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceSchedule, AgentID: def.ID, Target: res.Destination,
-		WorkflowID: workflows.DeliveryWorkflowID(id), StartInput: string(input)}
+	d := delivery.Record(msg, dest)
+	d.StartInput = string(input)
 	if err := a.Store.CreateDelivery(context.WithoutCancel(ctx), d); err != nil {
 		return &workflows.ScheduledRunResult{Status: models.ScheduleRunFailed, Error: err.Error()}
 	}

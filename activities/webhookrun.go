@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +19,7 @@ import (
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/runlog"
+	"github.com/agentryhq/agentry/internal/runprep"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -63,23 +64,16 @@ func (a *WebhookRunActivities) WebhookRunPrepare(ctx context.Context, in workflo
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s is gone or disabled", in.AgentID), workflows.ErrTypeRunGone, nil)
 	}
 	who := &auth.Principal{Subject: in.Subject, Role: auth.RoleMember, Method: "webhook"}
-	set, err := chat.Resolve(&a.Config.Config, a.Router, def, a.Toolbox.Tools(def), nil, who)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeLLMRejected, nil)
+	prep, err := a.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: who, UserText: in.Text,
+		History: func(ctx context.Context) ([]llm.Message, error) { return a.Chat.History(ctx, in.SessionID) }})
+	var unresolved *runprep.ResolveError
+	if errors.As(err, &unresolved) {
+		return nil, temporal.NewNonRetryableApplicationError(unresolved.Err.Error(), workflows.ErrTypeLLMRejected, nil)
 	}
-	history, err := a.Chat.History(ctx, in.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: def.SystemPrompt, History: history, UserText: in.Text,
-		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
-		MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
-	}}
-	sha, err := a.Log.PutSnapshot(ctx, snap)
 	if err != nil {
 		return nil, err
 	}
+	snap, sha := prep.Snapshot, prep.SHA
 	return &workflows.WebhookPrepared{
 		Run: workflows.RunRef{WorkflowID: workflows.WebhookRunWorkflowID(in.RunID), Attempt: 1, AgentID: def.ID, Trigger: "webhook",
 			Subject: in.Subject, DataClassification: def.LLM.DataClassification, Snapshot: sha},
@@ -87,6 +81,11 @@ func (a *WebhookRunActivities) WebhookRunPrepare(ctx context.Context, in workflo
 		ToolTimeout:   a.Config.Runtime.ToolTimeout,
 		LocalLLMTurns: true,
 	}, nil
+}
+
+// preparer resolves and snapshots the agents of webhook runs.
+func (a *WebhookRunActivities) preparer() runprep.Preparer {
+	return runprep.Preparer{Config: a.Config, Router: a.Router, Toolbox: a.Toolbox, Log: a.Log}
 }
 
 // WebhookLLMTurn is one LLM turn of the run (source webhook).
@@ -192,13 +191,10 @@ func (a *WebhookRunActivities) replyDelivery(ctx context.Context, def *agent.Def
 		return nil, fmt.Errorf("reply channel %s cannot take the reply: %v", out.Channel, err)
 	}
 	id := WebhookDeliveryID(in.RunID)
-	body, err := json.Marshal(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
-		AgentID: def.ID, Source: delivery.SourceWebhook, SessionID: in.SessionID, RunID: in.RunID, CreatedAt: time.Now().UTC()})
+	msg, err := delivery.ChannelInput(delivery.ChannelMessage{DeliveryID: id, Channel: out.Channel, Text: reply, To: out.To,
+		AgentID: def.ID, Source: delivery.SourceWebhook, SessionID: in.SessionID, RunID: in.RunID, CreatedAt: time.Now().UTC()}, a.Retry)
 	if err != nil {
 		return nil, err
 	}
-	msg := &workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: out.Channel, To: out.To,
-		Body: string(body), Source: delivery.SourceWebhook, AgentID: def.ID, Retry: a.Retry.WithDefaults()}
-	return msg, a.Store.CreateDelivery(ctx, &models.Delivery{ID: id, Channel: out.Channel, Source: delivery.SourceWebhook, AgentID: def.ID,
-		Target: delivery.DisplayURL(dest), WorkflowID: workflows.DeliveryWorkflowID(id)})
+	return &msg, a.Store.CreateDelivery(ctx, delivery.Record(msg, dest))
 }

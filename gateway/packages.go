@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/agentpkg"
 	"github.com/agentryhq/agentry/internal/pkginstall"
 )
@@ -79,7 +78,6 @@ func (s *Services) addPackageInstalls(bg context.Context) {
 		Packages: s.packageService(), WorkDir: filepath.Join(cfg.Workspace.DataDir(), "package-installs"),
 		TrustedKeys: func() []ed25519.PublicKey { return trusted }, Log: s.log,
 		HostBuilds: pkginstall.HostBuildPolicy{Edition: cfg.Server.Edition, Catalog: cfg.PackageInstalls.HostBuildCatalog}}
-	s.worker.AddActivities(&activities.PackageInstallActivities{Service: s.PackageInstalls})
 	go s.PackageInstalls.RunResume(bg, PackageInstallResumeInterval)
 }
 

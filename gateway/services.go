@@ -2,14 +2,10 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"sort"
 	"time"
 
 	"github.com/agentryhq/agentry/activities"
-	"github.com/agentryhq/agentry/api"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/approvals"
 	"github.com/agentryhq/agentry/internal/chat"
@@ -18,10 +14,8 @@ import (
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/events"
-	"github.com/agentryhq/agentry/internal/hangup"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
-	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/pkginstall"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/runlog"
@@ -31,12 +25,14 @@ import (
 	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/webhook"
-	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/worker"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // Services are the feature services built on top of the foundation. Each
-// feature adds its service here and its routes through Features.
+// feature adds its service here, its routes through Features (features.go)
+// and what its activities need through workerDeps: the worker builds the
+// activity structs itself (worker.Activities).
 type Services struct {
 	gw     *Gateway
 	log    *slog.Logger
@@ -44,6 +40,8 @@ type Services struct {
 	cancel context.CancelFunc
 	// bg lives until Stop: background work of the services.
 	bg context.Context
+	// deliveryRetry is runtime.delivery, for the worker's activities.
+	deliveryRetry workflows.DeliveryRetry
 
 	Agents  *agent.Registry
 	Router  *llm.Router
@@ -93,7 +91,6 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	cfg := g.Config
 	bg, cancel := context.WithCancel(detached.Context(ctx))
 	s := &Services{gw: g, log: log, cancel: cancel, bg: bg}
-	s.worker = worker.New(g.Temporal, cfg.Temporal.TaskQueue, log)
 
 	router, err := NewRouter(&cfg.Config)
 	if err != nil {
@@ -132,7 +129,18 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		cancel()
 		return nil, err
 	}
+	s.worker = worker.Build(s.workerDeps())
 	return s, nil
+}
+
+// workerDeps hands the worker the services its activities stand on; the
+// worker builds the activity structs from them.
+func (s *Services) workerDeps() worker.Deps {
+	g := s.gw
+	return worker.Deps{Temporal: g.Temporal, TaskQueue: g.Config.Temporal.TaskQueue, Logger: s.log,
+		Config: g.Config, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, RunLog: s.RunLog, Chat: s.Chat,
+		Events: s.Events, Channels: s.Channels, Retry: s.deliveryRetry, SSRF: SSRFPolicy(&g.Config.Config),
+		Reconcile: s.Reconcile, PackageInstalls: s.PackageInstalls}
 }
 
 // addDelivery wires webhooks in and out: the inbound webhook trigger, the
@@ -159,12 +167,7 @@ func (s *Services) addDelivery(bg context.Context) error {
 	// Deliveries recorded by a process that died before starting their
 	// workflow are started now and by a sweep every minute.
 	go s.Deliveries.RunSweeper(bg, s.log)
-	s.worker.AddActivities(
-		&activities.DeliveryActivities{Store: g.Store, Targets: s.Channels, Sender: delivery.NewSender(policy, retry.AttemptTimeout), Log: s.log},
-		&activities.ScheduledActivities{Chat: s.Chat, Agents: s.Agents, Store: g.Store, Channels: s.Channels, Retry: retry,
-			Config: cfg, Router: s.Router, Toolbox: s.Toolbox, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root},
-		&activities.WebhookRunActivities{Config: cfg, Chat: s.Chat, Agents: s.Agents, Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-			Log: s.RunLog, Channels: s.Channels, Retry: retry})
+	s.deliveryRetry = retry
 	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
 	s.Agents.OnChange(s.Schedules.Notify)
 	go s.Schedules.Run(bg)
@@ -184,7 +187,6 @@ func (s *Services) addReconciliation(bg context.Context) {
 	s.Costs.SetReconciliation(s.Reconcile.Report)
 	s.Reconciler = &reconcile.Scheduler{Client: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log, Service: s.Reconcile,
 		Enabled: rc.Enabled && len(rc.Providers) > 0, Interval: rc.Interval}
-	s.worker.AddActivities(&activities.ReconcileActivities{Service: s.Reconcile})
 	go s.Reconciler.Run(bg)
 }
 
@@ -221,8 +223,8 @@ func (s *Services) addSkills() {
 // SkillDryRunTimeout bounds each tool's sandboxed run during a review.
 var SkillDryRunTimeout = 10 * time.Second
 
-// addWorkboard wires the event stream, task runs and the TaskRun worker
-// registration.
+// addWorkboard wires task runs (the client side of TaskRun) and tool
+// approvals.
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
 	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, Config: cfg,
@@ -230,9 +232,6 @@ func (s *Services) addWorkboard() {
 		WorkDir: func(taskID, runID int64) string {
 			return activities.RunDir(cfg.Workspace.ArtifactsDir(), taskID, runID)
 		}}
-	s.worker.AddActivities(&activities.TaskRunActivities{Store: g.Store, Router: s.Router, Toolbox: s.Toolbox,
-		Events: s.Events, Log: s.RunLog, ArtifactsDir: cfg.Workspace.ArtifactsDir(), Workspace: cfg.Workspace.Root},
-		&activities.ApprovalActivities{Store: g.Store, Log: s.RunLog, Events: s.Events})
 	// Runs queued by a process that died before starting their workflow
 	// are failed now and by a sweep every minute (they stayed queued).
 	go s.TaskRuns.RunSweeper(s.bg, s.log)
@@ -251,104 +250,9 @@ func (s *Services) costsChanged(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// NewRouter builds the LLM router from llm.providers. API keys come from the
-// variable named by api_key_env (preferred) or api_key.
-func NewRouter(cfg *config.Config) (*llm.Router, error) {
-	providers := map[string]llm.Provider{}
-	ids := make([]string, 0, len(cfg.LLM.Providers))
-	for id := range cfg.LLM.Providers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		pc := cfg.LLM.Providers[id]
-		key := pc.APIKey
-		if pc.APIKeyEnv != "" {
-			key = os.Getenv(pc.APIKeyEnv)
-		}
-		p, err := llm.NewProvider(id, llm.ProviderConfig{Type: pc.Type, BaseURL: pc.BaseURL, APIKey: key, Timeout: pc.Timeout, MaxRetries: pc.MaxRetries})
-		if err != nil {
-			return nil, fmt.Errorf("llm.providers.%s: %w", id, err)
-		}
-		providers[id] = p
-	}
-	return llm.NewRouter(providers, cfg.LLM.DefaultProvider), nil
-}
-
-// SSRFPolicy is the runtime.ssrf policy.
-func SSRFPolicy(cfg *config.Config) netguard.Policy {
-	s := cfg.Runtime.SSRF
-	return netguard.Policy{Enabled: s.Enabled, AllowLoopback: s.AllowLoopback, AllowPrivate: s.AllowPrivate, AllowedHosts: s.AllowedHosts}
-}
-
-// Features are the API route groups.
-func (s *Services) Features() []api.Feature {
-	fs := []api.Feature{
-		&api.AgentsFeature{Agents: s.Agents},
-		&api.ChatFeature{Chat: s.Chat, Hangups: hangup.New(0)},
-		&api.ConfigFeature{Config: s.gw.Config, CostsChanged: s.costsChanged},
-		&api.CostsFeature{Costs: s.Costs},
-		&api.ReconciliationFeature{Runner: s.Reconciler, Store: s.gw.Store, Logger: s.log},
-		&api.WorkboardFeature{Enabled: s.gw.Config.Workboard.Enabled, Store: s.gw.Store, Runs: s.TaskRuns, Events: s.Events,
-			ArtifactsDir: s.gw.Config.Workspace.ArtifactsDir(), Logger: s.log},
-		&api.ApprovalsFeature{Approvals: s.Approvals, Store: s.gw.Store},
-		&api.EventsFeature{Bus: s.Events},
-		&api.WebhooksFeature{Webhooks: s.Webhooks},
-		&api.ChannelsFeature{Channels: s.Channels, Deliveries: s.Deliveries, Store: s.gw.Store},
-		&api.SchedulesFeature{Schedules: s.Schedules},
-	}
-	fs = append(fs, s.adminFeatures()...)
-	return fs
-}
-
-// adminFeatures are the routes behind the agentry client's agent, memory,
-// secret, log and doctor commands.
-func (s *Services) adminFeatures() []api.Feature {
-	fs := []api.Feature{
-		&api.AgentAdminFeature{Files: s.AgentFiles, Chat: s.Chat},
-		&api.MemoryFeature{Store: s.gw.Store},
-		&api.SecretsFeature{Secrets: s.Secrets},
-		&api.MCPFeature{Registry: s.MCP},
-		&api.SkillsFeature{Registry: s.Skills, Installer: s.SkillInstaller},
-		&api.DiagnosticsFeature{Router: s.Router},
-		&api.AgentPackagesFeature{Packages: s.packageService()},
-		&api.PackageInstallsFeature{Installs: s.PackageInstalls},
-	}
-	if s.gw.Logs != nil {
-		fs = append(fs, &api.LogsFeature{Logs: s.gw.Logs})
-	}
-	return fs
-}
-
-// NewCosts builds cost governance over the store, with the agents'
-// allowlists and classification; budget alerts go to the log and the
-// events table (type cost.budget_alert).
-func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, bus *events.Bus, log *slog.Logger) (*costs.Controller, error) {
-	return costs.New(ctx, costs.Options{
-		Config: &g.Config.Config, Store: g.Store, Logger: log,
-		Agents: func(id string) (costs.AgentPolicy, bool) {
-			d, ok := agents.Get(id)
-			if !ok {
-				return costs.AgentPolicy{}, false
-			}
-			return costs.AgentPolicy{Provider: d.LLM.Provider, Model: d.LLM.Model, AllowedProviders: d.LLM.AllowedProviders,
-				AllowedModels: d.LLM.AllowedModels, DataClassification: d.LLM.DataClassification}, true
-		},
-		OnAlert: func(ctx context.Context, a costs.Alert) {
-			if _, err := bus.Publish(ctx, a.Event()); err != nil {
-				log.Warn("publish cost budget alert", "err", err)
-			}
-		},
-		OnEvent: func(ctx context.Context, ev *models.Event) {
-			if _, err := bus.Publish(ctx, ev); err != nil {
-				log.Warn("publish cost event", "type", ev.Type, "err", err)
-			}
-		},
-	})
-}
-
-// Worker is the in-process worker; features add activities, registrations
-// and interceptors before start.
+// Worker is the in-process worker, built from the services (workerDeps)
+// with every workflow and activity; add registrations and interceptors
+// before start.
 func (s *Services) Worker() *worker.Worker { return s.worker }
 
 // StartWorker starts the in-process Temporal worker.

@@ -1,12 +1,16 @@
 // Package worker registers Agentry's workflows and activities on the task
 // queue and owns the worker's options. The gateway runs it in-process;
-// `agentryd worker` runs it alone so that workers can be scaled out.
+// `agentryd worker` runs it alone so that workers can be scaled out. Both
+// hand it the same dependencies (Deps), from which it builds every
+// activity struct itself (Activities, deps.go).
 //
 // To add a workflow: write it and its contract in workflows/, add one line
-// to RegisterWorkflows (workflows.go here), and hand its activity struct to
-// Worker.AddActivities where the gateway builds the services. Replay tests
-// (workflows/replay) register through RegisterWorkflows too, so a new
-// workflow is covered once a history of it is recorded.
+// to Workflows (workflows.go here), and build its activity struct in
+// Activities from Deps (add a field to Deps when it needs a service the
+// worker is not given yet). Replay tests (workflows/replay) register
+// through RegisterWorkflows too, so a new workflow is covered once a
+// history of it is recorded; the worker's and the gateway's tests fail
+// while a contract names an activity nothing registers.
 package worker
 
 import (
@@ -58,17 +62,23 @@ func (w *Worker) Options() sdkworker.Options {
 	return sdkworker.Options{Interceptors: w.interceptors}
 }
 
-// Start registers every workflow, the queued activities and registrations,
-// and starts polling.
+// Register registers every workflow, the queued activities and the
+// registrations on r: what Start registers on the Temporal worker (tests
+// pass a test environment or a Recorder).
+func (w *Worker) Register(r sdkworker.Registry) {
+	RegisterWorkflows(r)
+	for _, a := range w.activities {
+		r.RegisterActivity(a)
+	}
+	for _, reg := range w.regs {
+		reg(r)
+	}
+}
+
+// Start registers everything (Register) and starts polling.
 func (w *Worker) Start() error {
 	w.w = sdkworker.New(w.c, w.taskQueue, w.Options())
-	RegisterWorkflows(w.w)
-	for _, a := range w.activities {
-		w.w.RegisterActivity(a)
-	}
-	for _, r := range w.regs {
-		r(w.w)
-	}
+	w.Register(w.w)
 	if err := w.w.Start(); err != nil {
 		return fmt.Errorf("start Temporal worker on task queue %s: %w", w.taskQueue, err)
 	}

@@ -57,6 +57,23 @@ func Delivery(ctx workflow.Context, msg DeliveryInput) (*DeliveryResult, error) 
 	return res, temporal.NewNonRetryableApplicationError(res.Error, ErrTypeDeliveryFailed, nil)
 }
 
+// startDelivery starts msg's Delivery workflow as a child that outlives
+// its parent (a run's reply is delivered even when the run's workflow has
+// ended) and waits until it has started. The one place a workflow starts a
+// delivery; the gateway starts its own in internal/delivery with the same
+// id and bound. The same delivery id twice is refused by Temporal.
+func startDelivery(ctx workflow.Context, msg DeliveryInput, summary string) error {
+	childCtx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:               DeliveryWorkflowID(msg.DeliveryID),
+		ParentClosePolicy:        enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionTimeout: DeliveryExecutionTimeout(msg.Retry),
+		StaticSummary:            summary,
+	})
+	var started workflow.Execution
+	return workflow.ExecuteChildWorkflow(childCtx, DeliveryWorkflowName, msg).GetChildWorkflowExecution().Get(ctx, &started)
+}
+
 // deliveryFailure describes why a delivery ended: the last attempt's
 // error, prefixed with the retry window when it ran out. Retries have no
 // attempt limit, so a retryable error that ends them means the window

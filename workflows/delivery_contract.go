@@ -24,6 +24,15 @@ const (
 // the same delivery twice is refused by Temporal.
 func DeliveryWorkflowID(deliveryID string) string { return "delivery-" + deliveryID }
 
+// DeliveryExecutionTimeout bounds a Delivery workflow: the retry window
+// (r with its defaults) plus slack; the workflow ends itself earlier. The
+// gateway's start (internal/delivery) and a parent's child start
+// (startDelivery) both use it.
+func DeliveryExecutionTimeout(r DeliveryRetry) time.Duration {
+	r = r.WithDefaults()
+	return r.RetryFor + r.AttemptTimeout + 10*time.Minute
+}
+
 // DeliveryInput is the input of the Delivery workflow: one outbound
 // message. It holds no secret: the destination's settings (URL, method,
 // header lines, secret) are resolved by the attempt activity, from the

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -64,17 +63,7 @@ func ScheduledAgent(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledAge
 	}
 	msg := *run.Delivery
 	res.DeliveryID = msg.DeliveryID
-	r := msg.Retry.WithDefaults()
-	childCtx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:               DeliveryWorkflowID(msg.DeliveryID),
-		ParentClosePolicy:        enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionTimeout: r.RetryFor + r.AttemptTimeout + 10*time.Minute,
-		StaticSummary:            "Deliver " + msg.DeliveryID + " (scheduled output of " + in.AgentID + ")",
-	})
-	child := workflow.ExecuteChildWorkflow(childCtx, DeliveryWorkflowName, msg)
-	var started workflow.Execution
-	if err := child.GetChildWorkflowExecution().Get(ctx, &started); err != nil {
+	if err := startDelivery(ctx, msg, "Deliver "+msg.DeliveryID+" (scheduled output of "+in.AgentID+")"); err != nil {
 		m := "could not start the delivery: " + err.Error()
 		record(models.ScheduleRunFailed, m)
 		res.Status, res.Error = models.ScheduleRunFailed, m

@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -67,16 +66,7 @@ func finishWebhookRun(ctx workflow.Context, fin WebhookFinishInput) (*WebhookRun
 	}
 	if out.Delivery != nil {
 		msg := *out.Delivery
-		r := msg.Retry.WithDefaults()
-		childCtx := workflow.WithChildOptions(finishCtx, workflow.ChildWorkflowOptions{
-			WorkflowID:               DeliveryWorkflowID(msg.DeliveryID),
-			ParentClosePolicy:        enumspb.PARENT_CLOSE_POLICY_ABANDON,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			WorkflowExecutionTimeout: r.RetryFor + r.AttemptTimeout + 10*time.Minute,
-			StaticSummary:            "Deliver " + msg.DeliveryID + " (async webhook reply of " + fin.In.AgentID + ")",
-		})
-		var started workflow.Execution
-		if err := workflow.ExecuteChildWorkflow(childCtx, DeliveryWorkflowName, msg).GetChildWorkflowExecution().Get(finishCtx, &started); err != nil {
+		if err := startDelivery(finishCtx, msg, "Deliver "+msg.DeliveryID+" (async webhook reply of "+fin.In.AgentID+")"); err != nil {
 			out.Error = "could not start the delivery of the reply: " + err.Error()
 		}
 	}

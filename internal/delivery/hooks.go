@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path"
@@ -16,7 +15,6 @@ import (
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/models"
-	"github.com/agentryhq/agentry/workflows"
 )
 
 // Hook is one entry of the `hooks` config key: events whose type matches
@@ -189,12 +187,10 @@ func HookDeliveryID(hookKey string, eventID int64) string {
 // Deliver queues one event for one hook.
 func (h *Hooks) Deliver(ctx context.Context, hook Hook, ev models.Event) error {
 	id := HookDeliveryID(hook.Key, ev.ID)
-	body, err := json.Marshal(HookBody{DeliveryID: id, Type: ev.Type, Event: ev})
+	msg, err := HookInput(id, hook, ev, h.Deliveries.Retry)
 	if err != nil {
 		return fmt.Errorf("encode event %d: %w", ev.ID, err)
 	}
-	msg := workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: HookChannelPrefix + hook.Key, Hook: &workflows.HookTarget{URL: hook.URL, SecretEnv: hook.SecretEnv},
-		Body: string(body), Source: SourceHook, AgentID: ev.AgentID, Retry: h.Deliveries.Retry}
 	return h.Deliveries.Enqueue(ctx, msg, hook.URL)
 }
 

@@ -91,12 +91,11 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (string, error) {
 		req.Source = SourceAPI
 	}
 	id := NewID()
-	body, err := json.Marshal(ChannelMessage{DeliveryID: id, Channel: req.Channel, Text: req.Text, To: req.To,
-		AgentID: req.AgentID, Source: req.Source, CreatedAt: s.now()})
+	msg, err := ChannelInput(ChannelMessage{DeliveryID: id, Channel: req.Channel, Text: req.Text, To: req.To,
+		AgentID: req.AgentID, Source: req.Source, CreatedAt: s.now()}, s.Retry)
 	if err != nil {
 		return "", fmt.Errorf("encode message: %w", err)
 	}
-	msg := workflows.DeliveryInput{Version: workflows.DeliveryInputVersion, DeliveryID: id, Channel: req.Channel, To: req.To, Body: string(body), Source: req.Source, AgentID: req.AgentID, Retry: s.Retry}
 	if err := s.Enqueue(ctx, msg, dest); err != nil {
 		return "", err
 	}
@@ -120,8 +119,8 @@ func (s *Service) Enqueue(ctx context.Context, msg workflows.DeliveryInput, dest
 	if err != nil {
 		return fmt.Errorf("encode delivery %s: %w", msg.DeliveryID, err)
 	}
-	d := &models.Delivery{ID: msg.DeliveryID, Channel: msg.Channel, Source: msg.Source, AgentID: msg.AgentID,
-		Target: DisplayURL(dest), WorkflowID: workflows.DeliveryWorkflowID(msg.DeliveryID), StartInput: string(input)}
+	d := Record(msg, dest)
+	d.StartInput = string(input)
 	if err := s.Store.CreateDelivery(ctx, d); err != nil {
 		return err
 	}
@@ -133,15 +132,16 @@ func (s *Service) Enqueue(ctx context.Context, msg workflows.DeliveryInput, dest
 }
 
 // start starts the Delivery workflow of msg (already started counts as
-// started) and empties the record's outbox entry.
+// started) and empties the record's outbox entry. It is the one place the
+// gateway starts a delivery through the client; workflows start theirs as
+// children (startDelivery in workflows/delivery.go) with the same id and bounds.
 func (s *Service) start(ctx context.Context, msg workflows.DeliveryInput, target string) error {
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.DeliveryWorkflowID(msg.DeliveryID),
 		TaskQueue:                s.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		// The retry window plus slack; the workflow ends itself earlier.
-		WorkflowExecutionTimeout: msg.Retry.RetryFor + msg.Retry.AttemptTimeout + 10*time.Minute,
+		WorkflowExecutionTimeout: workflows.DeliveryExecutionTimeout(msg.Retry),
 		StaticSummary:            fmt.Sprintf("Deliver %s to %s (%s)", msg.DeliveryID, msg.Channel, target),
 	}, workflows.DeliveryWorkflowName, msg)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted

@@ -16,12 +16,12 @@ import (
 
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/auth"
-	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/runlog"
+	"github.com/agentryhq/agentry/internal/runprep"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -87,28 +87,29 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	if err != nil {
 		return nil, err
 	}
-	set, err := chat.Resolve(&r.Config.Config, r.Router, def, r.Toolbox.Tools(def), nil, principal)
-	if err != nil {
-		return nil, err
-	}
 	// The agent as resolved now is the run's snapshot, stored by content
 	// hash: a later change of the agent file never changes this run (nor a
 	// retry of it).
-	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: r.Toolbox.SystemPrompt(def), UserText: TaskPrompt(task),
-		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
-		MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
-	}}
-	sha, err := r.Log.PutSnapshot(ctx, snap)
+	prep, err := r.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: principal, SkillInstructions: true, UserText: TaskPrompt(task)})
+	var unresolved *runprep.ResolveError
+	if errors.As(err, &unresolved) {
+		return nil, unresolved.Err
+	}
 	if err != nil {
 		return nil, err
 	}
+	snap, sha := prep.Snapshot, prep.SHA
 	run, err := r.createRun(ctx, models.NewRun{TaskID: taskID, AgentID: def.ID, Trigger: trigger, WorkflowID: workflows.TaskRunWorkflowID(taskID),
 		Snapshot: sha})
 	if err != nil {
 		return nil, err
 	}
 	return r.launch(ctx, task, def, run, snap, subject(principal), nil, func() error { return nil })
+}
+
+// preparer resolves and snapshots the agents of this service's runs.
+func (r *Service) preparer() runprep.Preparer {
+	return runprep.Preparer{Config: r.Config, Router: r.Router, Toolbox: r.Toolbox, Log: r.Log}
 }
 
 // enabledAgent is the agent a run of task uses: it must exist and be

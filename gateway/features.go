@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"github.com/agentryhq/agentry/api"
+	"github.com/agentryhq/agentry/internal/hangup"
+)
+
+// Features are the API route groups.
+func (s *Services) Features() []api.Feature {
+	fs := []api.Feature{
+		&api.AgentsFeature{Agents: s.Agents},
+		&api.ChatFeature{Chat: s.Chat, Hangups: hangup.New(0)},
+		&api.ConfigFeature{Config: s.gw.Config, CostsChanged: s.costsChanged},
+		&api.CostsFeature{Costs: s.Costs},
+		&api.ReconciliationFeature{Runner: s.Reconciler, Store: s.gw.Store, Logger: s.log},
+		&api.WorkboardFeature{Enabled: s.gw.Config.Workboard.Enabled, Store: s.gw.Store, Runs: s.TaskRuns, Events: s.Events,
+			ArtifactsDir: s.gw.Config.Workspace.ArtifactsDir(), Logger: s.log},
+		&api.ApprovalsFeature{Approvals: s.Approvals, Store: s.gw.Store},
+		&api.EventsFeature{Bus: s.Events},
+		&api.WebhooksFeature{Webhooks: s.Webhooks},
+		&api.ChannelsFeature{Channels: s.Channels, Deliveries: s.Deliveries, Store: s.gw.Store},
+		&api.SchedulesFeature{Schedules: s.Schedules},
+	}
+	fs = append(fs, s.adminFeatures()...)
+	return fs
+}
+
+// adminFeatures are the routes behind the agentry client's agent, memory,
+// secret, log and doctor commands.
+func (s *Services) adminFeatures() []api.Feature {
+	fs := []api.Feature{
+		&api.AgentAdminFeature{Files: s.AgentFiles, Chat: s.Chat},
+		&api.MemoryFeature{Store: s.gw.Store},
+		&api.SecretsFeature{Secrets: s.Secrets},
+		&api.MCPFeature{Registry: s.MCP},
+		&api.SkillsFeature{Registry: s.Skills, Installer: s.SkillInstaller},
+		&api.DiagnosticsFeature{Router: s.Router},
+		&api.AgentPackagesFeature{Packages: s.packageService()},
+		&api.PackageInstallsFeature{Installs: s.PackageInstalls},
+	}
+	if s.gw.Logs != nil {
+		fs = append(fs, &api.LogsFeature{Logs: s.gw.Logs})
+	}
+	return fs
+}
