@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentryhq/agentry/internal/agent"
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 func (a *App) agentCommand() *cobra.Command {
@@ -149,7 +149,7 @@ func (a *App) agentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.TriggerAgent(cmd.Context(), args[0], client.TriggerRequest{Text: strings.Join(args[1:], " "), UserID: triggerUser})
+			r, err := c.TriggerAgent(cmd.Context(), args[0], apiclient.TriggerRequest{Text: strings.Join(args[1:], " "), UserID: triggerUser})
 			if err != nil {
 				return err
 			}
@@ -185,14 +185,14 @@ func (a *App) agentCommand() *cobra.Command {
 	return group("agent", "Manage agents", list, get, create, validate, enable, disable, trigger, del, a.agentPackageCommand())
 }
 
-func (a *App) printAgent(ag *client.Agent) {
+func (a *App) printAgent(ag *apiclient.Agent) {
 	enabled := "-"
 	if ag.Enabled != nil {
 		enabled = yesNo(*ag.Enabled)
 	}
 	maxTok := ""
 	if ag.LLM.MaxTokens > 0 {
-		maxTok = strconv.Itoa(ag.LLM.MaxTokens)
+		maxTok = strconv.FormatInt(ag.LLM.MaxTokens, 10)
 	}
 	sched := ""
 	if len(ag.Schedule) > 0 && string(ag.Schedule) != "null" {
@@ -201,7 +201,7 @@ func (a *App) printAgent(ag *client.Agent) {
 	keyValues(a.Stdout, [][2]string{
 		{"id", ag.ID}, {"name", ag.Name}, {"description", ag.Description}, {"enabled", enabled},
 		{"provider", ag.LLM.Provider}, {"model", ag.LLM.Model}, {"max tokens", maxTok},
-		{"trigger", ag.Trigger}, {"schedule", sched},
+		{"trigger", string(ag.Trigger)}, {"schedule", sched},
 		{"channels", strings.Join(ag.Channels, ", ")}, {"builtins", strings.Join(ag.Builtins, ", ")},
 	})
 	if ag.SystemPrompt != "" {

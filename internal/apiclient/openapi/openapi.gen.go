@@ -2414,9 +2414,9 @@ type RunList struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	AgentID     string          `json:"agent_id,omitempty,omitzero"`
-	Cron        string          `json:"cron,omitempty,omitzero"`
-	LastOutcome ScheduleOutcome `json:"last_outcome,omitempty,omitzero"`
+	AgentID     string           `json:"agent_id,omitempty,omitzero"`
+	Cron        string           `json:"cron,omitempty,omitzero"`
+	LastOutcome *ScheduleOutcome `json:"last_outcome,omitempty"`
 
 	// NextFireTimes the next 5 in UTC; empty while paused
 	NextFireTimes []time.Time `json:"next_fire_times,omitempty,omitzero"`
@@ -2515,10 +2515,10 @@ type SkillPlan struct {
 		TimedOut        bool   `json:"timed_out,omitempty,omitzero"`
 		Tool            string `json:"tool,omitempty,omitzero"`
 	} `json:"dry_run,omitempty,omitzero"`
-	Installed bool        `json:"installed,omitempty,omitzero"`
-	Name      string      `json:"name,omitempty,omitzero"`
-	Replaces  string      `json:"replaces,omitempty,omitzero"`
-	Rescan    SkillRescan `json:"rescan,omitempty,omitzero"`
+	Installed bool         `json:"installed,omitempty,omitzero"`
+	Name      string       `json:"name,omitempty,omitzero"`
+	Replaces  string       `json:"replaces,omitempty,omitzero"`
+	Rescan    *SkillRescan `json:"rescan,omitempty"`
 	Scan      struct {
 		Files    []string `json:"files,omitempty,omitzero"`
 		Findings []struct {
