@@ -1378,7 +1378,7 @@ type AgentPackageSignatureAlgorithm string
 
 // AgentPackageExport defines model for AgentPackageExport.
 type AgentPackageExport struct {
-	// Package kept as the exact bytes the gateway sent (the client signs them)
+	// Package the package document; a client that signs it keeps its exact bytes
 	Package json.RawMessage `json:"package"`
 
 	// Skipped bundle files left out, with why
