@@ -12,7 +12,7 @@ NORACE   := ./internal/temporalserver/...
 # concurrent to check) and run in test-go's race-free step instead.
 NORACE_E2E := ^TestLongRunKeepsHistorySmall$$
 
-.PHONY: run test test-go fuzz probe build build-slim vet workflowcheck replay-record fmt bench load clean
+.PHONY: run test test-go fuzz probe build build-slim vet generate workflowcheck replay-record fmt bench load clean
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentryd
@@ -28,6 +28,11 @@ build-slim:
 
 vet:
 	$(GO) vet ./...
+
+# Regenerate what is generated from docs/openapi.yaml (the CLI's REST client,
+# internal/apiclient/openapi); its test fails while the committed code is stale.
+generate:
+	$(GO) generate ./internal/apiclient/...
 
 # dev/provision.sh provides PostgreSQL, Redis, tmux and chromium (Debian's
 # packages when missing and root; otherwise their tests are skipped, loudly)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/agent"
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/agentdef"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 func (a *App) agentCommand() *cobra.Command {
@@ -76,7 +76,7 @@ func (a *App) agentCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read %s: %w", createFile, err)
 			}
-			if _, err := agent.Parse(data, createFile); err != nil {
+			if _, err := agentdef.Parse(data, createFile); err != nil {
 				a.printProblems(err)
 				return &exitError{code: ExitFailure, msg: fmt.Sprintf("%s is not a valid agent definition; nothing was sent", createFile)}
 			}
@@ -149,7 +149,7 @@ func (a *App) agentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.TriggerAgent(cmd.Context(), args[0], client.TriggerRequest{Text: strings.Join(args[1:], " "), UserID: triggerUser})
+			r, err := c.TriggerAgent(cmd.Context(), args[0], apiclient.TriggerRequest{Text: strings.Join(args[1:], " "), UserID: triggerUser})
 			if err != nil {
 				return err
 			}
@@ -185,14 +185,14 @@ func (a *App) agentCommand() *cobra.Command {
 	return group("agent", "Manage agents", list, get, create, validate, enable, disable, trigger, del, a.agentPackageCommand())
 }
 
-func (a *App) printAgent(ag *client.Agent) {
+func (a *App) printAgent(ag *apiclient.Agent) {
 	enabled := "-"
 	if ag.Enabled != nil {
 		enabled = yesNo(*ag.Enabled)
 	}
 	maxTok := ""
 	if ag.LLM.MaxTokens > 0 {
-		maxTok = strconv.Itoa(ag.LLM.MaxTokens)
+		maxTok = strconv.FormatInt(ag.LLM.MaxTokens, 10)
 	}
 	sched := ""
 	if len(ag.Schedule) > 0 && string(ag.Schedule) != "null" {
@@ -201,7 +201,7 @@ func (a *App) printAgent(ag *client.Agent) {
 	keyValues(a.Stdout, [][2]string{
 		{"id", ag.ID}, {"name", ag.Name}, {"description", ag.Description}, {"enabled", enabled},
 		{"provider", ag.LLM.Provider}, {"model", ag.LLM.Model}, {"max tokens", maxTok},
-		{"trigger", ag.Trigger}, {"schedule", sched},
+		{"trigger", string(ag.Trigger)}, {"schedule", sched},
 		{"channels", strings.Join(ag.Channels, ", ")}, {"builtins", strings.Join(ag.Builtins, ", ")},
 	})
 	if ag.SystemPrompt != "" {
@@ -219,7 +219,7 @@ func indent(s, prefix string) string {
 
 // printProblems writes the problems of a definition, one a line, to stderr.
 func (a *App) printProblems(err error) {
-	var ve *agent.ValidationError
+	var ve *agentdef.ValidationError
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {
 			fmt.Fprintln(a.Stderr, p.Error())
@@ -274,8 +274,8 @@ func (a *App) validateAgents(paths []string) error {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			res.Problems = append(res.Problems, problemJSON{File: f, Message: err.Error()})
-		} else if def, err := agent.Parse(data, f); err != nil {
-			var ve *agent.ValidationError
+		} else if def, err := agentdef.Parse(data, f); err != nil {
+			var ve *agentdef.ValidationError
 			if errors.As(err, &ve) {
 				for _, p := range ve.Problems {
 					res.Problems = append(res.Problems, problemJSON{File: p.File, Line: p.Line, Key: p.Key, Message: p.Msg})
@@ -317,5 +317,5 @@ func (a *App) validateAgents(paths []string) error {
 }
 
 func (a *App) writeProblem(w io.Writer, p problemJSON) {
-	fmt.Fprintln(w, agent.FieldError{File: p.File, Line: p.Line, Key: p.Key, Msg: p.Message}.Error())
+	fmt.Fprintln(w, agentdef.FieldError{File: p.File, Line: p.Line, Key: p.Key, Msg: p.Message}.Error())
 }

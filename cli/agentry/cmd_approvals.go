@@ -6,7 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
+	"github.com/agentryhq/agentry/internal/apiclient/openapi"
 )
 
 // approvalsCommand lists and decides the tool approvals durable runs wait
@@ -26,7 +27,7 @@ func (a *App) approvalsCommand() *cobra.Command {
 			if status == "all" {
 				status = ""
 			}
-			l, err := c.Approvals(cmd.Context(), client.ApprovalFilter{Status: status, TaskID: taskID, AgentID: agentID, Schedule: schedule})
+			l, err := c.Approvals(cmd.Context(), apiclient.ApprovalFilter{Status: status, TaskID: taskID, AgentID: agentID, Schedule: schedule})
 			if err != nil {
 				return err
 			}
@@ -39,7 +40,7 @@ func (a *App) approvalsCommand() *cobra.Command {
 			}
 			rows := [][]string{}
 			for _, ap := range l.Approvals {
-				rows = append(rows, []string{strconv.FormatInt(ap.ID, 10), approvalRun(ap), ap.AgentID, ap.Tool, ap.Status,
+				rows = append(rows, []string{strconv.FormatInt(ap.ID, 10), approvalRun(ap), ap.AgentID, ap.Tool, string(ap.Status),
 					fmtTime(&ap.ExpiresAt), string(ap.Arguments)})
 			}
 			table(a.Stdout, []string{"ID", "RUN", "AGENT", "TOOL", "STATUS", "EXPIRES", "ARGUMENTS"}, rows)
@@ -57,7 +58,7 @@ func (a *App) approvalsCommand() *cobra.Command {
 
 // approvalRun names the run an approval belongs to: "task 3 run 7" or
 // "firing <workflow id>" (a scheduled firing).
-func approvalRun(ap client.Approval) string {
+func approvalRun(ap openapi.Approval) string {
 	if ap.Firing != nil {
 		return "firing " + ap.Firing.WorkflowID
 	}
@@ -86,7 +87,7 @@ func (a *App) decideCommand(decision, short string) *cobra.Command {
 			if a.jsonOut {
 				return printJSON(a.Stdout, ap.RawJSON())
 			}
-			fmt.Fprintf(a.Stdout, "Approval %d (%s of %s) is %s.\n", ap.ID, ap.Tool, approvalRun(*ap), ap.Status)
+			fmt.Fprintf(a.Stdout, "Approval %d (%s of %s) is %s.\n", ap.ID, ap.Tool, approvalRun(ap.Approval), ap.Status)
 			return nil
 		},
 	}

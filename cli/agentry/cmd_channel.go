@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 // adapter is a per-adapter namespace: `agentry channel <name> ...`.
@@ -52,7 +52,7 @@ func (a *App) channelCommand() *cobra.Command {
 			}
 			rows := [][]string{}
 			for _, ch := range l.Channels {
-				rows = append(rows, []string{ch.ID, ch.Type, yesNo(ch.Enabled), ch.Status.LastStatus, fmtTime(ch.Status.LastDeliveryAt),
+				rows = append(rows, []string{ch.ID, ch.Type, yesNo(ch.Enabled), ch.Status.LastStatus, fmtTime(&ch.Status.LastDeliveryAt),
 					strconv.FormatInt(ch.Status.Deliveries, 10), strconv.FormatInt(ch.Status.Failures, 10)})
 			}
 			table(a.Stdout, []string{"ID", "TYPE", "ENABLED", "LAST STATUS", "LAST DELIVERY", "DELIVERIES", "FAILURES"}, rows)
@@ -190,10 +190,10 @@ func (a *App) updateChannel(cmd *cobra.Command, id string, settings map[string]a
 	return nil
 }
 
-func (a *App) printChannel(ch *client.Channel) {
+func (a *App) printChannel(ch *apiclient.Channel) {
 	keyValues(a.Stdout, [][2]string{
 		{"id", ch.ID}, {"type", ch.Type}, {"enabled", yesNo(ch.Enabled)},
-		{"last delivery", fmtTime(ch.Status.LastDeliveryAt)}, {"last status", ch.Status.LastStatus}, {"last error", ch.Status.LastError},
+		{"last delivery", fmtTime(&ch.Status.LastDeliveryAt)}, {"last status", ch.Status.LastStatus}, {"last error", ch.Status.LastError},
 		{"deliveries", strconv.FormatInt(ch.Status.Deliveries, 10)}, {"failures", strconv.FormatInt(ch.Status.Failures, 10)},
 	})
 	if len(ch.Settings) == 0 {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 func (a *App) chatCommand() *cobra.Command {
@@ -44,7 +44,7 @@ each chunk, then {"type":"done",...ids} (or {"type":"error","error":...}).`,
 			}
 			enc := json.NewEncoder(a.Stdout)
 			wrote := false
-			done, err := c.ChatStream(cmd.Context(), client.ChatRequest{AgentID: agentID, Text: text, UserID: userID, SessionID: sessionID}, func(delta string) error {
+			done, err := c.ChatStream(cmd.Context(), apiclient.ChatRequest{AgentID: agentID, Text: text, UserID: userID, SessionID: sessionID}, func(delta string) error {
 				if a.jsonOut {
 					return enc.Encode(map[string]string{"type": "delta", "text": delta})
 				}
@@ -56,7 +56,7 @@ each chunk, then {"type":"done",...ids} (or {"type":"error","error":...}).`,
 				fmt.Fprintln(a.Stdout)
 			}
 			if err != nil {
-				if se, ok := err.(*client.StreamError); ok && a.jsonOut {
+				if se, ok := err.(*apiclient.StreamError); ok && a.jsonOut {
 					enc.Encode(map[string]string{"type": "error", "error": se.Message})
 				}
 				return err

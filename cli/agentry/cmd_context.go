@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentryhq/agentry/internal/config"
 )
 
 var contextNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
@@ -48,14 +50,16 @@ out to send AGENTRY_API_KEY or --api-key at each call instead.`,
 				return err
 			}
 			ctxNode := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-			ctxNode.Content = append(ctxNode.Content, strNode("gateway_url"), strNode(a.flagGateway))
+			ctxNode.Content = append(ctxNode.Content, config.StringNode("gateway_url"), config.StringNode(a.flagGateway))
 			if a.flagAPIKey != "" {
-				ctxNode.Content = append(ctxNode.Content, strNode("api_key"), strNode(a.flagAPIKey))
+				ctxNode.Content = append(ctxNode.Content, config.StringNode("api_key"), config.StringNode(a.flagAPIKey))
 			}
-			if err := editYAMLFile(path, func(root *yaml.Node) error {
-				setPath(root, []string{"cli", "contexts", name}, ctxNode)
+			if err := config.EditFile(path, func(root *yaml.Node) error {
+				if _, err := config.SetPath(root, []string{"cli", "contexts", name}, ctxNode); err != nil {
+					return err
+				}
 				return nil
-			}); err != nil {
+			}, nil); err != nil {
 				return err
 			}
 			if a.jsonOut {
@@ -141,14 +145,16 @@ out to send AGENTRY_API_KEY or --api-key at each call instead.`,
 			if err != nil {
 				return err
 			}
-			if err := editYAMLFile(path, func(root *yaml.Node) error {
+			if err := config.EditFile(path, func(root *yaml.Node) error {
 				if name == "" {
-					deletePath(root, []string{"cli", "active_context"})
+					config.DeletePath(root, []string{"cli", "active_context"})
 				} else {
-					setPath(root, []string{"cli", "active_context"}, strNode(name))
+					if _, err := config.SetPath(root, []string{"cli", "active_context"}, config.StringNode(name)); err != nil {
+						return err
+					}
 				}
 				return nil
-			}); err != nil {
+			}, nil); err != nil {
 				return err
 			}
 			if a.jsonOut {
@@ -182,13 +188,13 @@ out to send AGENTRY_API_KEY or --api-key at each call instead.`,
 			if err != nil {
 				return err
 			}
-			if err := editYAMLFile(path, func(root *yaml.Node) error {
-				deletePath(root, []string{"cli", "contexts", name})
+			if err := config.EditFile(path, func(root *yaml.Node) error {
+				config.DeletePath(root, []string{"cli", "contexts", name})
 				if cfg.CLI.ActiveContext == name {
-					deletePath(root, []string{"cli", "active_context"})
+					config.DeletePath(root, []string{"cli", "active_context"})
 				}
 				return nil
-			}); err != nil {
+			}, nil); err != nil {
 				return err
 			}
 			if a.jsonOut {

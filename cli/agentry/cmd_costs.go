@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 func (a *App) costsCommand() *cobra.Command {
@@ -43,8 +43,8 @@ func (a *App) costsCommand() *cobra.Command {
 				if !a.jsonOut {
 					// Progress: one line per provider state change.
 					for _, p := range run.Providers {
-						if seen[p.Provider] != p.Status {
-							seen[p.Provider] = p.Status
+						if seen[p.Provider] != string(p.Status) {
+							seen[p.Provider] = string(p.Status)
 							line := fmt.Sprintf("  %s: %s", p.Provider, p.Status)
 							if p.Status == "imported" {
 								line += fmt.Sprintf(" (%d rows, %d pages)", p.Rows, p.Pages)
@@ -75,7 +75,7 @@ func (a *App) costsCommand() *cobra.Command {
 	return costs
 }
 
-func (a *App) printReconciliation(r *client.ReconciliationRun) error {
+func (a *App) printReconciliation(r *apiclient.ReconciliationRun) error {
 	day, status, errText := r.Day, r.Status, r.Error
 	rows := [][]string{}
 	for _, p := range r.Providers {
@@ -83,7 +83,7 @@ func (a *App) printReconciliation(r *client.ReconciliationRun) error {
 		if p.Alert {
 			alert = "ALERT"
 		}
-		rows = append(rows, []string{p.Provider, p.Status, fmt.Sprintf("$%.6f", p.ProviderCostUSD), fmt.Sprintf("$%.6f", p.LedgerCostUSD),
+		rows = append(rows, []string{p.Provider, string(p.Status), fmt.Sprintf("$%.6f", p.ProviderCostUSD), fmt.Sprintf("$%.6f", p.LedgerCostUSD),
 			fmt.Sprintf("$%.6f", p.VarianceUSD), strconv.FormatFloat(100*p.VarianceFraction, 'f', 1, 64) + "%", alert})
 	}
 	fmt.Fprintf(a.Stdout, "Reconciliation of %s: %s\n", day, status)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 // Check outcomes of doctor. Only "fail" makes the exit code nonzero.
@@ -189,7 +189,7 @@ func (a *App) doctorGateway(ctx context.Context, rep *doctorReport, add func(nam
 	}
 	d, err := c.Diagnostics(ctx)
 	switch {
-	case client.IsStatus(err, http.StatusNotFound):
+	case apiclient.IsStatus(err, http.StatusNotFound):
 		add("default provider", checkWarn, "this gateway cannot check its provider (no /diagnostics)")
 	case err != nil:
 		add("default provider", checkWarn, "%v", err)

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 // EvalSuite is one suite file: {"name": ..., "cases": [...]}. JSON is the
@@ -125,18 +125,25 @@ func loadSuite(file string) (EvalSuite, error) {
 
 // EvalResult is one execution of one case.
 type EvalResult struct {
-	Suite     string        `json:"suite"`
-	Case      string        `json:"case"`
-	Iteration int           `json:"iteration"`
-	Status    string        `json:"status"` // pass, fail, skip
-	LatencyMS int64         `json:"latency_ms,omitempty"`
-	Missing   []string      `json:"missing,omitempty"`
-	Error     string        `json:"error,omitempty"`
-	Reason    string        `json:"reason,omitempty"`
-	Reply     string        `json:"reply,omitempty"`
-	RunID     string        `json:"run_id,omitempty"`
-	Usage     *client.Usage `json:"usage,omitempty"`
-	CostUSD   *float64      `json:"cost_usd,omitempty"`
+	Suite     string     `json:"suite"`
+	Case      string     `json:"case"`
+	Iteration int        `json:"iteration"`
+	Status    string     `json:"status"` // pass, fail, skip
+	LatencyMS int64      `json:"latency_ms,omitempty"`
+	Missing   []string   `json:"missing,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+	Reply     string     `json:"reply,omitempty"`
+	RunID     string     `json:"run_id,omitempty"`
+	Usage     *evalUsage `json:"usage,omitempty"`
+	CostUSD   *float64   `json:"cost_usd,omitempty"`
+}
+
+// evalUsage is the token usage of one case in the report.
+type evalUsage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
 }
 
 // EvalSummary totals a run of suites. Counts are per execution: a case run
@@ -242,7 +249,7 @@ func hasAnyTag(c EvalCase, tags []string) bool {
 	return false
 }
 
-func (a *App) runEval(ctx context.Context, c *client.Client, suites []EvalSuite, o evalOptions) (*EvalReport, error) {
+func (a *App) runEval(ctx context.Context, c *apiclient.Client, suites []EvalSuite, o evalOptions) (*EvalReport, error) {
 	rep := &EvalReport{Agent: o.agent, Results: []EvalResult{}}
 	total := 0
 	for _, s := range suites {
@@ -288,15 +295,18 @@ func (a *App) runEval(ctx context.Context, c *client.Client, suites []EvalSuite,
 	return rep, nil
 }
 
-func (a *App) runCase(ctx context.Context, c *client.Client, agentID, user string, tc EvalCase, res *EvalResult) {
+func (a *App) runCase(ctx context.Context, c *apiclient.Client, agentID, user string, tc EvalCase, res *EvalResult) {
 	start := time.Now()
-	r, err := c.TriggerAgent(ctx, agentID, client.TriggerRequest{Text: tc.Input, UserID: user, Source: "eval"})
+	r, err := c.TriggerAgent(ctx, agentID, apiclient.TriggerRequest{Text: tc.Input, UserID: user, Source: "eval"})
 	res.LatencyMS = time.Since(start).Milliseconds()
 	if err != nil {
 		res.Status, res.Error = "fail", err.Error()
 		return
 	}
-	res.Reply, res.RunID, res.Usage, res.CostUSD = r.Reply, r.RunID, r.Usage, r.CostUSD
+	res.Reply, res.RunID = r.Reply, r.RunID
+	if u := r.Usage; u != nil {
+		res.Usage = &evalUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens}
+	}
 	lower := strings.ToLower(r.Reply)
 	for _, want := range tc.ExpectedContains {
 		if !strings.Contains(lower, strings.ToLower(want)) {

@@ -7,7 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
+	"github.com/agentryhq/agentry/internal/apiclient/openapi"
 )
 
 // mcpTimeout bounds PUT /mcp/own/{id}: the gateway contacts the server and
@@ -27,7 +28,7 @@ func (a *App) mcpCommand() *cobra.Command {
 			if name == "" {
 				return usagef("--name is required")
 			}
-			spec := client.MCPServerSpec{Transport: transport, URL: url, Command: command, Args: args}
+			spec := apiclient.MCPServerSpec{Transport: openapi.MCPServerSpecTransport(transport), URL: url, Command: command, Args: args}
 			switch transport {
 			case "http":
 				if url == "" {
@@ -109,11 +110,11 @@ func (a *App) mcpCommand() *cobra.Command {
 				if s.Transport == "stdio" {
 					where = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
 				}
-				status := s.Status
+				status := string(s.Status)
 				if s.Error != "" {
 					status += ": " + s.Error
 				}
-				rows = append(rows, []string{s.ID, s.Transport, s.Source, where, fmt.Sprint(len(s.Tools)), status})
+				rows = append(rows, []string{s.ID, string(s.Transport), string(s.Source), where, fmt.Sprint(len(s.Tools)), status})
 			}
 			table(a.Stdout, []string{"ID", "TRANSPORT", "SOURCE", "TARGET", "TOOLS", "STATUS"}, rows)
 			return nil

@@ -2,6 +2,7 @@ package agentry
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,7 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentryhq/agentry/internal/agentpkg"
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
+	"github.com/agentryhq/agentry/internal/apiclient/openapi"
 	"github.com/agentryhq/agentry/internal/config"
 )
 
@@ -94,7 +96,7 @@ func (a *App) agentPackageCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rep *client.PackageReport
+			var rep *apiclient.PackageReport
 			var gwErr error
 			if c, err := a.client(0); err != nil {
 				gwErr = err
@@ -108,7 +110,7 @@ func (a *App) agentPackageCommand() *cobra.Command {
 					res["key_id"] = p.Signature.KeyID
 				}
 				if rep != nil {
-					res["missing"], res["exists"] = rep.Missing, rep.Exists
+					res["missing"], res["exists"] = rawField(rep.RawJSON(), "missing"), rep.Exists
 				} else {
 					res["gateway_error"] = gwErr.Error()
 				}
@@ -119,7 +121,7 @@ func (a *App) agentPackageCommand() *cobra.Command {
 				fmt.Fprintf(a.Stderr, "Could not ask the gateway what is missing: %v\n", gwErr)
 				return nil
 			}
-			a.printMissing(rep)
+			a.printMissing(&rep.PackageReport)
 			return nil
 		},
 	}
@@ -206,7 +208,17 @@ func (a *App) printPackage(file string, p *agentpkg.Package) {
 	}
 }
 
-func (a *App) printMissing(rep *client.PackageReport) {
+// rawField is one field of a JSON object as the gateway sent it (null when
+// absent), so --json output passes it on unchanged.
+func rawField(doc []byte, key string) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(doc, &obj) != nil || obj[key] == nil {
+		return json.RawMessage("null")
+	}
+	return obj[key]
+}
+
+func (a *App) printMissing(rep *openapi.PackageReport) {
 	m := rep.Missing
 	lists := [][2]any{{"providers", m.Providers}, {"channels", m.Channels}, {"peer agents", m.PeerAgents},
 		{"skills", m.Skills}, {"MCP servers", m.MCPServers}, {"files", m.Files},

@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
+	"github.com/agentryhq/agentry/internal/apiclient/openapi"
 )
 
 // packageCommand is `package install <git URL>` and `package status
@@ -17,7 +18,7 @@ import (
 // progress until it ends, across gateway restarts.
 func (a *App) packageCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "package", Short: "Install agent packages from git sources (jobs on the gateway)"}
-	var req client.PackageInstallRequest
+	var req apiclient.PackageInstallRequest
 	var detach bool
 	install := &cobra.Command{
 		Use:   "install GIT_URL [--allow-unverified] [--allow-host-build] [--enable] [--overwrite] [--detach]",
@@ -97,18 +98,18 @@ var (
 
 // followInstall prints a job's new progress lines (to stderr) until it
 // ends, then its outcome; a failed job is exit 1.
-func (a *App) followInstall(ctx context.Context, c *client.Client, id string, shown int) error {
+func (a *App) followInstall(ctx context.Context, c *apiclient.Client, id string, shown int) error {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	var unreachableSince time.Time
 	for {
 		job, err := c.PackageInstall(ctx, id)
-		var apiErr *client.APIError
+		var apiErr *apiclient.APIError
 		switch {
 		case err == nil:
 			unreachableSince = time.Time{}
 			shown = a.printInstallProgress(job, shown)
-			if job.Done() {
+			if installDone(job) {
 				return a.installOutcome(job)
 			}
 		case errors.As(err, &apiErr) || ctx.Err() != nil:
@@ -129,14 +130,19 @@ func (a *App) followInstall(ctx context.Context, c *client.Client, id string, sh
 
 // printInstallProgress writes the progress lines after the first shown
 // ones to stderr and returns how many are shown now.
-func (a *App) printInstallProgress(job *client.PackageInstallJob, shown int) int {
+// installDone: the job succeeded or failed; nothing more will happen.
+func installDone(job *apiclient.PackageInstallJob) bool {
+	return job.Status == openapi.PackageInstallJobStatusSucceeded || job.Status == openapi.PackageInstallJobStatusFailed
+}
+
+func (a *App) printInstallProgress(job *apiclient.PackageInstallJob, shown int) int {
 	for _, p := range job.Progress[min(shown, len(job.Progress)):] {
 		fmt.Fprintf(a.Stderr, "  %-7s %s\n", p.Step, p.Message)
 	}
 	return max(shown, len(job.Progress))
 }
 
-func (a *App) installOutcome(job *client.PackageInstallJob) error {
+func (a *App) installOutcome(job *apiclient.PackageInstallJob) error {
 	if a.jsonOut {
 		if err := printJSON(a.Stdout, job.RawJSON()); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentryhq/agentry/internal/agentpkg"
+	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/registry"
 )
 
@@ -143,12 +144,12 @@ func (a *App) registryCommand() *cobra.Command {
 				return err
 			}
 			entry := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-			entry.Content = append(entry.Content, strNode("id"), strNode(id), strNode("type"), strNode(registry.TypeAgentry),
-				strNode("base_url"), strNode(src.BaseURL), strNode("priority"), valueNode(priority))
+			entry.Content = append(entry.Content, config.StringNode("id"), config.StringNode(id), config.StringNode("type"), config.StringNode(registry.TypeAgentry),
+				config.StringNode("base_url"), config.StringNode(src.BaseURL), config.StringNode("priority"), config.ValueNode(priority))
 			if ix.PublicKey != "" {
-				entry.Content = append(entry.Content, strNode("signing_key"), strNode(ix.PublicKey))
+				entry.Content = append(entry.Content, config.StringNode("signing_key"), config.StringNode(ix.PublicKey))
 			}
-			if err := editYAMLFile(path, func(root *yaml.Node) error {
+			if err := config.EditFile(path, func(root *yaml.Node) error {
 				for i := 0; i+1 < len(root.Content); i += 2 {
 					if root.Content[i].Value == "registries" {
 						seq := root.Content[i+1]
@@ -160,9 +161,9 @@ func (a *App) registryCommand() *cobra.Command {
 						return nil
 					}
 				}
-				root.Content = append(root.Content, strNode("registries"), &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: []*yaml.Node{entry}})
+				root.Content = append(root.Content, config.StringNode("registries"), &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: []*yaml.Node{entry}})
 				return nil
-			}); err != nil {
+			}, nil); err != nil {
 				return err
 			}
 			if a.jsonOut {

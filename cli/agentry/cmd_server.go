@@ -32,7 +32,7 @@ func (a *App) serverCommand() *cobra.Command {
 					return err
 				}
 			} else {
-				keyValues(a.Stdout, [][2]string{{"gateway", a.target.Describe()}, {"status", h.Status}, {"version", h.Version}})
+				keyValues(a.Stdout, [][2]string{{"gateway", a.target.Describe()}, {"status", string(h.Status)}, {"version", h.Version}})
 				names := make([]string, 0, len(h.Checks))
 				for n := range h.Checks {
 					names = append(names, n)
@@ -40,7 +40,7 @@ func (a *App) serverCommand() *cobra.Command {
 				sort.Strings(names)
 				rows := [][]string{}
 				for _, n := range names {
-					rows = append(rows, []string{n, h.Checks[n].Status, h.Checks[n].Error})
+					rows = append(rows, []string{n, string(h.Checks[n].Status), h.Checks[n].Error})
 				}
 				if len(rows) > 0 {
 					fmt.Fprintln(a.Stdout)
@@ -48,7 +48,7 @@ func (a *App) serverCommand() *cobra.Command {
 				}
 			}
 			if h.Status != "ok" {
-				return &exitError{code: ExitFailure, msg: "the gateway is " + h.Status}
+				return &exitError{code: ExitFailure, msg: "the gateway is " + string(h.Status)}
 			}
 			return nil
 		},

@@ -162,21 +162,27 @@ wizard sets are replaced: everything else in the file is kept.`,
 func (a *App) writeSetup(path string, ans setupAnswers) error {
 	prov := []string{"llm", "providers", ans.Provider}
 	edit := func(root *yaml.Node) error {
-		setPath(root, []string{"server", "host"}, strNode(ans.Host))
-		setPath(root, []string{"server", "port"}, valueNode(ans.Port))
-		setPath(root, []string{"llm", "default_provider"}, strNode(ans.Provider))
-		setPath(root, append(prov, "type"), strNode(ans.Provider))
-		setPath(root, append(prov, "default_model"), strNode(ans.Model))
+		var err error
+		set := func(path []string, v *yaml.Node) {
+			if err == nil {
+				_, err = config.SetPath(root, path, v)
+			}
+		}
+		set([]string{"server", "host"}, config.StringNode(ans.Host))
+		set([]string{"server", "port"}, config.ValueNode(ans.Port))
+		set([]string{"llm", "default_provider"}, config.StringNode(ans.Provider))
+		set(append(prov, "type"), config.StringNode(ans.Provider))
+		set(append(prov, "default_model"), config.StringNode(ans.Model))
 		if ans.BaseURL != "" {
-			setPath(root, append(prov, "base_url"), strNode(ans.BaseURL))
+			set(append(prov, "base_url"), config.StringNode(ans.BaseURL))
 		} else {
-			deletePath(root, append(prov, "base_url"))
+			config.DeletePath(root, append(prov, "base_url"))
 		}
 		if ans.APIKeyEnv != "" {
-			setPath(root, append(prov, "api_key_env"), strNode(ans.APIKeyEnv))
+			set(append(prov, "api_key_env"), config.StringNode(ans.APIKeyEnv))
 		}
-		setPath(root, []string{"log", "level"}, strNode(ans.LogLevel))
-		return nil
+		set([]string{"log", "level"}, config.StringNode(ans.LogLevel))
+		return err
 	}
 	check := func(data []byte) error {
 		cfg := config.Defaults()
@@ -188,5 +194,5 @@ func (a *App) writeSetup(path string, ans setupAnswers) error {
 		}
 		return nil
 	}
-	return editYAMLFileChecked(path, edit, check)
+	return config.EditFile(path, edit, check)
 }

@@ -11,7 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
+	"github.com/agentryhq/agentry/internal/apiclient/openapi"
 )
 
 // skillInstallTimeout bounds each install request: the gateway fetches the
@@ -89,14 +90,14 @@ func (a *App) skillCommand() *cobra.Command {
 			if a.jsonOut {
 				return printJSON(a.Stdout, r.RawJSON())
 			}
-			a.printRescan(r)
+			a.printRescan(&r.SkillRescan)
 			return nil
 		},
 	}
 	return group("skill", "Manage skills", list, get, a.skillInstallCommand(), rescan)
 }
 
-func (a *App) printRescan(r *client.SkillRescan) {
+func (a *App) printRescan(r *openapi.SkillRescan) {
 	fmt.Fprintf(a.Stdout, "%d skills loaded; added: %s; changed: %s; removed: %s\n", r.Skills,
 		orNone(r.Added), orNone(r.Changed), orNone(r.Removed))
 	for _, f := range r.Refused {
@@ -131,7 +132,7 @@ func (a *App) skillInstallCommand() *cobra.Command {
 				return err
 			}
 			a.progressf("Reviewing %s on %s: fetch, static scan, sandboxed dry run ...\n", src, a.target.URL)
-			plan, err := c.InstallSkill(cmd.Context(), client.SkillInstallRequest{Source: src})
+			plan, err := c.InstallSkill(cmd.Context(), apiclient.SkillInstallRequest{Source: src})
 			if err != nil {
 				return err
 			}
@@ -157,7 +158,7 @@ func (a *App) skillInstallCommand() *cobra.Command {
 				return &exitError{code: ExitFailure, msg: fmt.Sprintf("skill %s not installed", plan.Name)}
 			}
 			a.progressf("Installing %s (%s) ...\n", plan.Name, plan.Digest)
-			done, err := c.InstallSkill(cmd.Context(), client.SkillInstallRequest{Source: src, Digest: plan.Digest, AcceptDanger: danger})
+			done, err := c.InstallSkill(cmd.Context(), apiclient.SkillInstallRequest{Source: src, Digest: plan.Digest, AcceptDanger: danger})
 			if err != nil {
 				return err
 			}
@@ -217,7 +218,7 @@ func (a *App) skillSource(raw string) (string, error) {
 
 // skillConsent asks for consent. A danger verdict needs the word "yes"
 // typed in a terminal, whatever --yes says; otherwise --yes or a y/N prompt.
-func (a *App) skillConsent(plan *client.SkillPlan, yes bool) (bool, error) {
+func (a *App) skillConsent(plan *apiclient.SkillPlan, yes bool) (bool, error) {
 	if plan.Verdict == "danger" {
 		if !isTerminal(a.Stdin) {
 			return false, &exitError{code: ExitFailure, msg: fmt.Sprintf("skill %s has a danger verdict: installing it needs an interactive yes in a terminal (--yes does not cover it)", plan.Name)}
@@ -233,7 +234,7 @@ func (a *App) skillConsent(plan *client.SkillPlan, yes bool) (bool, error) {
 }
 
 // printSkillPlan writes the review a person consents to.
-func (a *App) printSkillPlan(w io.Writer, p *client.SkillPlan) {
+func (a *App) printSkillPlan(w io.Writer, p *apiclient.SkillPlan) {
 	verdict := p.Verdict
 	if verdict == "danger" {
 		verdict = "DANGER"
@@ -242,8 +243,8 @@ func (a *App) printSkillPlan(w io.Writer, p *client.SkillPlan) {
 	for _, t := range p.Tools {
 		tools = append(tools, "skill__"+p.Name+"__"+t.Name+" ("+t.Script+")")
 	}
-	pairs := [][2]string{{"skill", p.Name}, {"version", p.Version}, {"description", p.Description}, {"source", p.Source + " (" + p.SourceKind + ")"},
-		{"digest", p.Digest}, {"verdict", verdict}, {"tools", strings.Join(tools, ", ")},
+	pairs := [][2]string{{"skill", p.Name}, {"version", p.Version}, {"description", p.Description}, {"source", p.Source + " (" + string(p.SourceKind) + ")"},
+		{"digest", p.Digest}, {"verdict", string(verdict)}, {"tools", strings.Join(tools, ", ")},
 		{"scripts run", strings.Join(p.Scan.Runs, ", ")}, {"network", strings.Join(p.Scan.Network, ", ")},
 		{"files outside", strings.Join(p.Scan.Files, ", ")}}
 	if p.Replaces != "" {
@@ -271,7 +272,7 @@ func (a *App) printSkillPlan(w io.Writer, p *client.SkillPlan) {
 				status = d.Error
 			}
 			first, _, _ := strings.Cut(strings.TrimSpace(d.Stdout+"\n"+d.Stderr), "\n")
-			fmt.Fprintf(w, "dry run %s: %s in %d ms (%s): %s\n", d.Tool, status, d.DurationMS, where, cell(first, true))
+			fmt.Fprintf(w, "dry run %s: %s in %d ms (%s): %s\n", d.Tool, status, d.DurationMs, where, cell(first, true))
 		}
 	}
 }

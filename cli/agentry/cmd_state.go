@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
 func (a *App) memoryCommand() *cobra.Command {
@@ -83,9 +83,9 @@ func (a *App) scheduleCommand() *cobra.Command {
 				}
 				last := "-"
 				if s.LastOutcome != nil && s.LastOutcome.Status != "" {
-					last = s.LastOutcome.Status
-					if s.LastOutcome.At != nil {
-						last += " at " + fmtTime(s.LastOutcome.At)
+					last = string(s.LastOutcome.Status)
+					if !s.LastOutcome.At.IsZero() {
+						last += " at " + fmtTime(&s.LastOutcome.At)
 					}
 					if s.LastOutcome.Error != "" {
 						last += ": " + s.LastOutcome.Error
@@ -162,7 +162,7 @@ func (a *App) logsCommand() *cobra.Command {
 }
 
 // printLogLines prints log or audit lines, one a line (--json: the answer).
-func (a *App) printLogLines(l *client.LogLines, err error) error {
+func (a *App) printLogLines(l *apiclient.LogLines, err error) error {
 	if err != nil {
 		return err
 	}

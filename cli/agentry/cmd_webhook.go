@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/delivery"
+	"github.com/agentryhq/agentry/internal/signature"
 )
 
 // webhookCommand holds client-side webhook tools. `verify` checks a
@@ -46,7 +46,7 @@ func (a *App) webhookCommand() *cobra.Command {
 			if at > 0 {
 				now = time.Unix(at, 0)
 			}
-			verr := delivery.Verify(secret, req.Header, body, now, tolerance)
+			verr := signature.Verify(secret, req.Header, body, now, tolerance)
 			result := map[string]any{"valid": verr == nil, "delivery_id": req.Header.Get("X-Agentry-Delivery"), "timestamp": req.Header.Get("X-Agentry-Timestamp")}
 			if verr != nil {
 				result["error"] = verr.Error()

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 	"github.com/agentryhq/agentry/internal/config"
 )
 
@@ -133,7 +133,7 @@ func (a *App) remoteWorkspaceInfo(ctx context.Context) error {
 	if a.jsonOut {
 		return printValue(a.Stdout, map[string]any{"gateway_url": a.target.URL, "remote": true, "status": h.Status, "version": h.Version, "config_file": path})
 	}
-	keyValues(a.Stdout, [][2]string{{"gateway", a.target.Describe() + ", remote"}, {"status", h.Status}, {"version", h.Version}, {"config file (on the gateway host)", path}})
+	keyValues(a.Stdout, [][2]string{{"gateway", a.target.Describe() + ", remote"}, {"status", string(h.Status)}, {"version", h.Version}, {"config file (on the gateway host)", path}})
 	return nil
 }
 
@@ -149,7 +149,7 @@ func (a *App) localGatewayRunning(ctx context.Context) bool {
 	if a.targetErr != nil || !a.target.Local {
 		return false
 	}
-	c, err := client.New(a.target.URL, "", client.Options{Timeout: 2 * time.Second})
+	c, err := apiclient.New(a.target.URL, "", apiclient.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		return false
 	}

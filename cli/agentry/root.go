@@ -1,8 +1,8 @@
 // Package agentry holds the Cobra commands of the agentry command-line
-// client. It talks to a gateway over the REST API only (internal/client);
-// the few commands that change this machine (setup, workspace migrate,
-// server start, seed-examples) are refused for remote targets before they
-// touch a file.
+// client. It talks to a gateway over the REST API only (internal/apiclient,
+// generated from docs/openapi.yaml); the few commands that change this
+// machine (setup, workspace migrate, server start, seed-examples) are
+// refused for remote targets before they touch a file.
 package agentry
 
 import (
@@ -18,7 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentryhq/agentry/internal/client"
+	"github.com/agentryhq/agentry/internal/apiclient"
 	"github.com/agentryhq/agentry/internal/config"
 )
 
@@ -154,11 +154,11 @@ func hostChanging(cmd *cobra.Command) (string, bool) {
 }
 
 // client returns an API client for the target; timeout 0 is the default.
-func (a *App) client(timeout time.Duration) (*client.Client, error) {
+func (a *App) client(timeout time.Duration) (*apiclient.Client, error) {
 	if a.targetErr != nil {
 		return nil, a.targetErr
 	}
-	return client.New(a.target.URL, a.target.APIKey, client.Options{Timeout: timeout, UserAgent: "agentry/" + a.Version})
+	return apiclient.New(a.target.URL, a.target.APIKey, apiclient.Options{Timeout: timeout, UserAgent: "agentry/" + a.Version})
 }
 
 // runTimeout bounds commands that wait for an agent run.

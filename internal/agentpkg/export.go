@@ -17,7 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 // BundleDirs are the folders of an agent's bundle directory
@@ -49,7 +49,7 @@ type Export struct {
 // bundle directory (may be absent). The package is unsigned; Sign adds a
 // signature.
 func Build(definitionYAML []byte, bundleDir, createdBy string) (*Export, error) {
-	def, err := agent.Parse(definitionYAML, "definition")
+	def, err := agentdef.Parse(definitionYAML, "definition")
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func jsonSafe(v any) any {
 // requirementsOf lists what a definition refers to. Keys this version of
 // the definition schema does not model (skills, mcp_servers, ...) are read
 // from the raw tree, so packages from newer gateways still list them.
-func requirementsOf(def *agent.Definition, tree map[string]any, redacted []string) Requirements {
+func requirementsOf(def *agentdef.Definition, tree map[string]any, redacted []string) Requirements {
 	set := func(vals ...string) []string {
 		seen := map[string]bool{}
 		out := []string{}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 // Environment is what a gateway offers, for the missing-requirements
@@ -24,7 +24,7 @@ type Environment struct {
 
 // Service exports, inspects and imports packages on a gateway.
 type Service struct {
-	Files *agent.Files
+	Files *agentdef.Files
 	Env   Environment
 	// CreatedBy is written into exported packages ("agentry <version>").
 	CreatedBy string
@@ -49,13 +49,13 @@ type Report struct {
 func (s *Service) Export(id string) (*Export, error) {
 	def, ok := s.Files.Registry.Get(id)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", agent.ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s", agentdef.ErrNotFound, id)
 	}
 	data, err := os.ReadFile(def.File)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", def.File, err)
 	}
-	return Build(data, agent.BundleDir(def), s.CreatedBy)
+	return Build(data, agentdef.BundleDir(def), s.CreatedBy)
 }
 
 // Inspect verifies a package and reports what the gateway lacks.
@@ -70,7 +70,7 @@ func (s *Service) Inspect(ctx context.Context, doc []byte) (*Package, *Report, e
 
 // Import verifies a package and installs its agent, disabled unless
 // enable is set; an existing id is refused unless overwrite is set.
-func (s *Service) Import(ctx context.Context, doc []byte, enable, overwrite bool) (*agent.Definition, *Report, error) {
+func (s *Service) Import(ctx context.Context, doc []byte, enable, overwrite bool) (*agentdef.Definition, *Report, error) {
 	p, r, err := s.Inspect(ctx, doc)
 	if err != nil {
 		return nil, nil, err
@@ -79,7 +79,7 @@ func (s *Service) Import(ctx context.Context, doc []byte, enable, overwrite bool
 	if err != nil {
 		return nil, nil, err
 	}
-	text, err = agent.WithEnabled(text, enable)
+	text, err = agentdef.WithEnabled(text, enable)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 func newService(t *testing.T) (*Service, string) {
 	t.Helper()
 	dir := t.TempDir()
-	reg := agent.NewRegistry([]string{dir}, nil)
-	return &Service{Files: agent.NewFiles(dir, reg), Env: Environment{
+	reg := agentdef.NewRegistry([]string{dir}, nil)
+	return &Service{Files: agentdef.NewFiles(dir, reg), Env: Environment{
 		Providers: func() []string { return []string{"openai"} },
 		Channels:  func() []string { return []string{"http", "webhook"} },
 	}}, dir
@@ -42,7 +42,7 @@ func TestImportDisabledThenOverwrite(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "triage", "tools", "lookup.py")); err != nil || !strings.Contains(string(b), "def lookup") {
 		t.Fatalf("bundle: %v", err)
 	}
-	if _, _, err := s.Import(ctx, doc, true, false); !errors.Is(err, agent.ErrExists) {
+	if _, _, err := s.Import(ctx, doc, true, false); !errors.Is(err, agentdef.ErrExists) {
 		t.Fatalf("second import without overwrite: %v", err)
 	}
 	def, _, err = s.Import(ctx, doc, true, true)
@@ -87,7 +87,7 @@ func TestExportRoundTrip(t *testing.T) {
 	if _, err := Verify(doc, VerifyOptions{}); err != nil || len(ex.Package.Files) != 1 {
 		t.Fatalf("%v %+v", err, ex.Package.Files)
 	}
-	if _, err := s.Export("ghost"); !errors.Is(err, agent.ErrNotFound) {
+	if _, err := s.Export("ghost"); !errors.Is(err, agentdef.ErrNotFound) {
 		t.Fatal(err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 // VerifyOptions say which signers are trusted.
@@ -175,11 +175,11 @@ func (p *Package) Definition() ([]byte, error) {
 	if err != nil {
 		return nil, invalidf(KindDefinition, "agent definition: %v", err)
 	}
-	text, err := agent.DefinitionFromJSON(raw)
+	text, err := agentdef.DefinitionFromJSON(raw)
 	if err != nil {
 		return nil, invalidf(KindDefinition, "agent definition: %v", err)
 	}
-	if _, err := agent.Parse(text, "package agent"); err != nil {
+	if _, err := agentdef.Parse(text, "package agent"); err != nil {
 		return nil, invalidf(KindDefinition, "agent definition is invalid: %v", err)
 	}
 	return text, nil

@@ -21,11 +21,12 @@ import (
 
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/telemetry"
+	"github.com/agentryhq/agentry/internal/toolgrant"
 )
 
 // ToolPrefix starts every MCP tool name offered to a model:
 // mcp__<server>__<tool>.
-const ToolPrefix = "mcp__"
+const ToolPrefix = toolgrant.MCPPrefix
 
 // ToolName is the name the model sees for a server's tool.
 func ToolName(server, tool string) string { return ToolPrefix + server + "__" + tool }
@@ -42,12 +43,7 @@ func SplitToolName(name string) (server, tool string, ok bool) {
 
 // Grant is the tool-allowlist entry that lets an agent use every tool of a
 // server ("*" for every server): mcp__<server>__*.
-func Grant(server string) string {
-	if server == "*" {
-		return ToolPrefix + "*"
-	}
-	return ToolPrefix + server + "__*"
-}
+func Grant(server string) string { return toolgrant.MCP(server) }
 
 // Granted reports whether a tool name is allowed by grants (exact names or
 // the patterns Grant makes).

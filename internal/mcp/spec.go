@@ -16,9 +16,9 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/agentryhq/agentry/internal/fault"
+	"github.com/agentryhq/agentry/internal/toolgrant"
 )
 
 // Transports.
@@ -47,10 +47,6 @@ type Spec struct {
 	Source string `json:"source"`
 }
 
-// idRe: lower-case letters, digits, _ and -, no "__" (the separator of
-// mcp__<server>__<tool>).
-var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
-
 var headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -60,8 +56,8 @@ func invalid(field, format string, args ...any) error {
 	return &fault.Invalid{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// ValidID reports whether id can name a server.
-func ValidID(id string) bool { return idRe.MatchString(id) && !strings.Contains(id, "__") }
+// ValidID reports whether id can name a server (the rule is toolgrant's).
+func ValidID(id string) bool { return toolgrant.ValidMCPServerID(id) }
 
 // Validate checks the shape of a spec (not policy, not reachability).
 func (s *Spec) Validate() error {

@@ -16,10 +16,11 @@ import (
 
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/toolgrant"
 )
 
 // ToolPrefix starts every skill tool name: skill__<skill>__<tool>.
-const ToolPrefix = "skill__"
+const ToolPrefix = toolgrant.SkillPrefix
 
 // ToolName is the name the model sees for a skill's tool.
 func ToolName(skill, tool string) string { return ToolPrefix + skill + "__" + tool }
@@ -35,7 +36,7 @@ func SplitToolName(name string) (skill, tool string, ok bool) {
 }
 
 // Grant is the tool-allowlist entry for every tool of a skill.
-func Grant(skill string) string { return ToolPrefix + skill + "__*" }
+func Grant(skill string) string { return toolgrant.Skill(skill) }
 
 // ErrNotFound: no skill of that name is loaded.
 var ErrNotFound = fault.NotFound("skill not found")

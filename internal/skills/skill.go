@@ -28,6 +28,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentryhq/agentry/internal/fault"
+	"github.com/agentryhq/agentry/internal/toolgrant"
 )
 
 // ManifestFile is the file every skill folder has.
@@ -41,12 +42,9 @@ const (
 	maxManifest   = 256 << 10
 )
 
-// nameRe: lower-case letters, digits and single hyphens (the Agent Skills
-// naming rule), so skill__<name>__<tool> parses without ambiguity.
-var nameRe = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-
-// ValidName reports whether name can be a skill's name.
-func ValidName(name string) bool { return nameRe.MatchString(name) && len(name) <= 40 }
+// ValidName reports whether name can be a skill's name (the rule is
+// toolgrant's).
+func ValidName(name string) bool { return toolgrant.ValidSkillName(name) }
 
 // toolRe: tool names; no "__" (the separator).
 var toolRe = regexp.MustCompile(`^[a-z0-9]+([_-][a-z0-9]+)*$`)

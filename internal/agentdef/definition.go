@@ -1,7 +1,13 @@
-// Package agent holds agent definitions (YAML files), their registry, and
-// the agent loop that every surface (chat, webhooks, task runs, schedules)
-// drives through an Executor.
-package agent
+// Package agentdef holds agent definitions: the YAML files, their parser
+// and validation, the registry that loads a set of folders, and the writer
+// of the managed folder (create, enable, disable, delete, install).
+//
+// It is apart from internal/agent (the agent loop and its tools, which
+// re-exports these names) so that code which only reads or checks
+// definitions, the agentry CLI's `agent validate` and the package format
+// (internal/agentpkg), links no LLM client, MCP client or telemetry; see
+// TestCLIImportsNoServerPackage in cli/agentry.
+package agentdef
 
 import (
 	"errors"
@@ -15,8 +21,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/jsonpath"
-	"github.com/agentryhq/agentry/internal/mcp"
-	"github.com/agentryhq/agentry/internal/skills"
+	"github.com/agentryhq/agentry/internal/toolgrant"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentryhq/agentry/drivers"
@@ -111,10 +116,10 @@ func (d *Definition) DisplayName() string {
 func (d *Definition) ToolGrants() []string {
 	out := append([]string(nil), d.Builtins...)
 	for _, id := range d.MCP {
-		out = append(out, mcp.Grant(id))
+		out = append(out, toolgrant.MCP(id))
 	}
 	for _, name := range d.Skills {
-		out = append(out, skills.Grant(name))
+		out = append(out, toolgrant.Skill(name))
 	}
 	return out
 }
@@ -266,12 +271,12 @@ func (d *Definition) validate() []FieldError {
 		}
 	}
 	for _, id := range d.MCP {
-		if id != "*" && !mcp.ValidID(id) {
+		if id != "*" && !toolgrant.ValidMCPServerID(id) {
 			bad("mcp", "%q is not an MCP server id (or * for all)", id)
 		}
 	}
 	for _, name := range d.Skills {
-		if !skills.ValidName(name) {
+		if !toolgrant.ValidSkillName(name) {
 			bad("skills", "%q is not a skill name (lower-case letters, digits and single hyphens)", name)
 		}
 	}

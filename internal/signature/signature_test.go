@@ -1,4 +1,4 @@
-package delivery
+package signature
 
 import (
 	"errors"
