@@ -13,17 +13,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-func init() {
-	RegisterModels(&ChatSession{}, &ChatMessage{}, &AgentRun{}, &Feedback{}, &LearningProposal{})
-	registerDataMigration(dataMigration{Version: 3, Name: "agent_runs: drop the agent_id and session_id indexes no query uses",
-		Up: dropIndexes("idx_agent_runs_agent_id", "idx_agent_runs_session_id")})
-	registerDataMigration(dataMigration{Version: 4, Name: "agent_runs: drop the response_id index no query uses",
-		Up: dropIndexes("idx_agent_runs_response_id")})
-	registerDataMigration(dataMigration{Version: 5, Name: "chat_messages: ids without AUTOINCREMENT on SQLite", Up: dropMessagesAutoincrement})
-	registerDataMigration(dataMigration{Version: 10, Name: "chat_sessions: drop the agent_id index no query uses",
-		Up: dropIndexes("idx_chat_sessions_agent_id")})
-}
-
 // dropIndexes is a data migration dropping the named indexes where they
 // exist.
 func dropIndexes(names ...string) func(context.Context, *gorm.DB, string) error {

@@ -2,8 +2,8 @@
 // application database: an embedded SQLite file by default, PostgreSQL when
 // several gateway processes share state.
 //
-// Model files register their types from init with RegisterModels; Open
-// migrates all of them (see migrate.go).
+// Open migrates the tables listed in migrate.go (schemaModels, then
+// dataMigrations): one explicit ordered list, no init registries.
 package models
 
 import (
@@ -196,7 +196,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			}
 		}
 	}
-	if err := migrate(ctx, s, modelsInOrder(), migrationsInOrder()); err != nil {
+	if err := migrate(ctx, s, schemaModels, dataMigrations); err != nil {
 		closeJournals(journal, redo)
 		_ = s.Close()
 		return nil, err

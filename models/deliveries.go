@@ -10,10 +10,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-func init() {
-	RegisterModels(&Delivery{}, &DeliveryAttempt{}, &ChannelOverride{}, &WebhookIdempotency{}, &ScheduleRun{}, &HookCursor{})
-}
-
 // Delivery statuses.
 const (
 	// DeliveryPending: the message is queued, no attempt has finished yet.

@@ -26,10 +26,6 @@ import (
 // cost_usd is kept beside it for compatibility and is derived from it.
 // Prompts and tool contents are never stored here.
 
-func init() {
-	RegisterModels(&LedgerEntry{}, &BudgetCounter{}, &CostReservation{}, &PriceVersion{})
-}
-
 // Outcomes of a ledger row.
 const (
 	// OutcomePending: admitted, the provider request is (or may be) running.

@@ -21,10 +21,6 @@ import (
 // change that did not happen or misses one that did. docs/workboard.md
 // describes the rules these methods enforce.
 
-func init() {
-	RegisterModels(&Task{}, &TaskRun{}, &Artifact{}, &Comment{})
-}
-
 // Task statuses, in the order the list endpoint returns them.
 const (
 	TaskTodo        = "todo"
