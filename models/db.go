@@ -428,6 +428,10 @@ func limitPool(db *gorm.DB, conns int, idleTime time.Duration) error {
 	return nil
 }
 
+// DriverName is Driver (DriverSQLite or DriverPostgres), for consumers that
+// take a store interface.
+func (s *Store) DriverName() string { return s.Driver }
+
 // Ping checks that the database answers, for start-up and /health.
 func (s *Store) Ping(ctx context.Context) error {
 	sqlDB, err := s.DB.DB()

@@ -96,11 +96,11 @@ func reserveManySQL(n int) string {
 // amount) of every key, returning the counters after the change, in key
 // order.
 func (l *CostLedger) addToCounters(ctx context.Context, tx *sql.Tx, keys []string, reserved, spent int64, at time.Time) ([]CounterValue, error) {
-	if l.Group != nil {
-		return l.Group.counters.add(ctx, tx, keys, reserved, spent, at) // held by the writer
+	if l.store.Group != nil {
+		return l.store.Group.counters.add(ctx, tx, keys, reserved, spent, at) // held by the writer
 	}
 	var out []CounterValue
-	if l.Driver == DriverPostgres {
+	if l.store.Driver == DriverPostgres {
 		q := settleOneSQL
 		for _, k := range keys {
 			vs, err := l.counters(ctx, tx, q, spent, reserved, at, k)
@@ -153,7 +153,7 @@ func settleManySQL(n int) string {
 // rows last, so their locks are held for as short as possible.
 func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult, error) {
 	var res AdmitResult
-	if w := laterWritesOf(ctx); w != nil && l.Group == nil {
+	if w := laterWritesOf(ctx); w != nil && l.store.Group == nil {
 		// A later call of a request holding settlements (an agent's next
 		// turn): they are written first, so the budget sees what the
 		// earlier turns cost instead of their reserved worst case.
@@ -161,7 +161,7 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 			// Not cancelled with the caller: a written settlement is owed
 			// whatever the request does next. On an error each held one
 			// wrote itself alone.
-			_ = l.writeHeld(detached.Context(ctx), held, nil)
+			_ = l.store.writeHeld(detached.Context(ctx), held, nil)
 		}
 	}
 	ctx = l.writerCtx(ctx)
@@ -179,11 +179,11 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 	}
 	e.UpdatedAt = e.StartedAt
 	at := e.StartedAt.UTC()
-	if l.Group != nil && l.Group.journal != nil {
+	if l.store.Group != nil && l.store.Group.journal != nil {
 		return l.admitJournaled(ctx, p, keys)
 	}
-	if len(keys) == 0 && l.Group != nil {
-		err := l.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	if len(keys) == 0 && l.store.Group != nil {
+		err := l.store.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...)
 			return err
 		})
@@ -204,11 +204,11 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 		res.Admitted = true
 		return res, nil
 	}
-	if l.Group != nil {
+	if l.store.Group != nil {
 		return l.admitGrouped(ctx, p, keys)
 	}
 	rowWritten := false
-	if l.Driver == DriverPostgres && (p.Fit == nil || p.Limits != nil) {
+	if l.store.Driver == DriverPostgres && (p.Fit == nil || p.Limits != nil) {
 		done, err := l.admitPostgres(ctx, p, keys, &res)
 		if done || err != nil {
 			return res, err
@@ -231,7 +231,7 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 			return fmt.Errorf("insert reservation: %w", err)
 		}
 		var after []CounterValue
-		if l.Driver == DriverPostgres {
+		if l.store.Driver == DriverPostgres {
 			for _, k := range keys {
 				vs, err := l.counters(ctx, tx, reserveSQL, worst, at, k)
 				if err != nil {
@@ -289,7 +289,7 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 			e.Outcome = OutcomeRejected
 			finished := e.StartedAt.UTC()
 			e.FinishedAt = &finished
-			err := l.DB.WithContext(ctx).Model(&LedgerEntry{}).Where("call_id = ?", e.CallID).Updates(map[string]any{
+			err := l.store.DB.WithContext(ctx).Model(&LedgerEntry{}).Where("call_id = ?", e.CallID).Updates(map[string]any{
 				"outcome": OutcomeRejected, "rejection_code": e.RejectionCode, "reserved_micros": 0, "finished_at": finished,
 				"max_output_tokens": e.MaxOutputTokens, "executions": gorm.Expr("executions - 1"), "attempts": gorm.Expr("attempts - 1")}).Error
 			if err != nil {
@@ -297,7 +297,7 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 			}
 			return res, nil
 		}
-		return res, l.RecordRejection(ctx, e)
+		return res, l.store.RecordRejection(ctx, e)
 	}
 	return res, err
 }
@@ -315,9 +315,9 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 	e := p.Entry
 	at := e.StartedAt.UTC()
 	var res AdmitResult
-	err := l.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := l.store.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = AdmitResult{}
-		before, err := l.Group.decisionValues(ctx, tx, keys)
+		before, err := l.store.Group.decisionValues(ctx, tx, keys)
 		if err != nil {
 			return err
 		}
@@ -336,7 +336,7 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 		if _, err := l.exec(ctx, tx, insertReservationSQL, p.AdmissionID, e.CallID, amount, strings.Join(keys, ","), e.Provider, p.ExpiresAt.UTC(), at); err != nil {
 			return fmt.Errorf("insert reservation: %w", err)
 		}
-		if _, err := l.Group.counters.add(ctx, tx, keys, amount, 0, at); err != nil {
+		if _, err := l.store.Group.counters.add(ctx, tx, keys, amount, 0, at); err != nil {
 			return err
 		}
 		res.Admitted, res.ReservedMicros = true, amount

@@ -21,21 +21,21 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 	// the writer's decision goes into the line beside it.
 	encoded := encodeForJournal(e)
 	var res AdmitResult
-	err := l.Group.admitJournaled(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := l.store.Group.admitJournaled(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res = AdmitResult{}
-		if other := l.Group.journal.sameCall(e.CallID); other != nil {
+		if other := l.store.Group.journal.sameCall(e.CallID); other != nil {
 			// Another execution of this call is journaled: its row goes to
 			// the database first, so the rows of both are written in the
 			// order they were admitted (see settleJournaled).
 			if tx == nil {
 				return errNeedsTx
 			}
-			if err := l.Group.writeAdmission(ctx, tx, other); err != nil {
+			if err := l.store.Group.writeAdmission(ctx, tx, other); err != nil {
 				return err
 			}
-			l.Group.journal.writeNow(other)
+			l.store.Group.journal.writeNow(other)
 		}
-		before, err := l.Group.decisionValues(ctx, tx, keys)
+		before, err := l.store.Group.decisionValues(ctx, tx, keys)
 		if err != nil {
 			return err
 		}
@@ -55,7 +55,7 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 		if len(keys) > 0 {
 			e.ReservedMicros = amount
 		}
-		l.Group.journal.admit(&deferredAdmission{id: p.AdmissionID, entry: *e, encoded: encoded, keys: keys, amount: amount, expiresAt: p.ExpiresAt})
+		l.store.Group.journal.admit(&deferredAdmission{id: p.AdmissionID, entry: *e, encoded: encoded, keys: keys, amount: amount, expiresAt: p.ExpiresAt})
 		res.Admitted, res.ReservedMicros = true, amount
 		return nil
 	})
@@ -134,7 +134,7 @@ func (l *CostLedger) admitPostgres(ctx context.Context, p AdmitParams, keys []st
 	if found != n {
 		// The row was written; the caller creates the counters and admits
 		// again, which counts the execution again.
-		l.DB.WithContext(ctx).Exec("UPDATE cost_ledger SET executions = executions - 1, attempts = attempts - 1 WHERE call_id = ?", e.CallID)
+		l.store.DB.WithContext(ctx).Exec("UPDATE cost_ledger SET executions = executions - 1, attempts = attempts - 1 WHERE call_id = ?", e.CallID)
 		return false, fmt.Errorf("reserve: %d of %d counters exist: %w", found, n, ErrCountersMissing)
 	}
 	if !fits {

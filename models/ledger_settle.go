@@ -115,7 +115,7 @@ func (l *CostLedger) SettleCall(ctx context.Context, st Settlement) (SettleResul
 	keys := slices.Clone(st.Keys)
 	slices.Sort(keys)
 	finished := st.FinishedAt.UTC()
-	if l.Driver == DriverPostgres {
+	if l.store.Driver == DriverPostgres {
 		return l.settlePostgres(ctx, st, keys, finished)
 	}
 	err = l.inTx(ctx, func(tx *sql.Tx) error {
@@ -139,14 +139,14 @@ func (l *CostLedger) SettleCallLater(ctx context.Context, st Settlement, done fu
 	keys := slices.Clone(st.Keys)
 	slices.Sort(keys)
 	finished := st.FinishedAt.UTC()
-	if l.Group == nil {
-		if l.Driver != DriverPostgres {
+	if l.store.Group == nil {
+		if l.store.Driver != DriverPostgres {
 			return false
 		}
 		return laterWritesOf(ctx).add(l.heldSettlement(st, keys, finished, done))
 	}
 	select {
-	case <-l.Group.closed:
+	case <-l.store.Group.closed:
 		return false
 	default:
 	}
@@ -213,8 +213,8 @@ var (
 
 // settleSQLite is a settlement in SQLite's transaction.
 func (l *CostLedger) settleSQLite(ctx context.Context, tx *sql.Tx, st Settlement, keys []string, finished time.Time, res *SettleResult) error {
-	if l.Group != nil && l.Group.journal != nil {
-		if d := l.Group.journal.lookup(st.AdmissionID); d != nil {
+	if l.store.Group != nil && l.store.Group.journal != nil {
+		if d := l.store.Group.journal.lookup(st.AdmissionID); d != nil {
 			return l.settleJournaled(ctx, tx, d, st, keys, finished, res)
 		}
 	}
@@ -319,7 +319,7 @@ func (l *CostLedger) settleJournaled(ctx context.Context, tx *sql.Tx, d *deferre
 			return fmt.Errorf("complete ledger row %s: %w", st.CallID, err)
 		}
 	}
-	l.Group.journal.resolve(d)
+	l.store.Group.journal.resolve(d)
 	res.Applied = true
 	if len(d.keys) > 0 {
 		res.Released, res.ReleasedMicros = true, d.amount

@@ -19,7 +19,7 @@ func (l *CostLedger) ApplySettled(ctx context.Context, ids []string, at time.Tim
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	if l.Driver != DriverPostgres {
+	if l.store.Driver != DriverPostgres {
 		var out []CounterValue
 		for _, id := range ids {
 			cs, _, _, err := l.applyOne(ctx, id, at)
@@ -121,11 +121,11 @@ func (s *Store) RecordRejection(ctx context.Context, e *LedgerEntry) error {
 func (l *CostLedger) ReapExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	// Journaled admissions are written after a second; one already expired
 	// by the caller's clock is written now, so it is reaped with the rest.
-	if err := l.Group.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return len(d.keys) > 0 && d.expiresAt.Before(now) }); err != nil {
+	if err := l.store.Group.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return len(d.keys) > 0 && d.expiresAt.Before(now) }); err != nil {
 		return 0, fmt.Errorf("write held admissions: %w", err)
 	}
 	var due []CostReservation
-	if err := l.DB.WithContext(ctx).Where("expires_at < ?", now.UTC()).Order("expires_at").Limit(limit).Find(&due).Error; err != nil {
+	if err := l.store.DB.WithContext(ctx).Where("expires_at < ?", now.UTC()).Order("expires_at").Limit(limit).Find(&due).Error; err != nil {
 		return 0, fmt.Errorf("find expired reservations: %w", err)
 	}
 	handled := 0

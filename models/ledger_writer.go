@@ -17,10 +17,11 @@ import (
 // statements (GORM's per-statement reflection and SQLite's per-statement
 // parsing cost more than the statements themselves) and takes each
 // transaction with as few statements, and locks held for as short, as
-// possible. It embeds the Store for everything else.
+// possible. It holds the Store (store) for everything else, and exposes only
+// the ledger: a consumer of the ledger does not reach the rest of the store.
 type CostLedger struct {
-	*Store
-	db *sql.DB
+	store *Store
+	db    *sql.DB
 
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
@@ -40,7 +41,7 @@ const (
 )
 
 func (l *CostLedger) acquire(ctx context.Context) (func(), error) {
-	if l.Group != nil {
+	if l.store.Group != nil {
 		return func() {}, nil // the group commit writer is the only writer
 	}
 	select {
@@ -62,7 +63,7 @@ func NewCostLedger(ctx context.Context, s *Store) (*CostLedger, error) {
 	if s.Driver == DriverPostgres {
 		n = PostgresLedgerWriters
 	}
-	l := &CostLedger{Store: s, db: db, stmts: map[string]*sql.Stmt{}, writers: make(chan struct{}, max(n, 1))}
+	l := &CostLedger{store: s, db: db, stmts: map[string]*sql.Stmt{}, writers: make(chan struct{}, max(n, 1))}
 	queries := []string{upsertPendingSQL, insertReservationSQL, reserveSQL, settleOneSQL, settleReturningSQL,
 		releaseSQL, clampReservationSQL, clampLedgerSQL}
 	if s.Driver == DriverPostgres {
@@ -86,6 +87,12 @@ func NewCostLedger(ctx context.Context, s *Store) (*CostLedger, error) {
 		l.stmts[q] = st
 	}
 	return l, nil
+}
+
+// OpenCostLedger returns the store's cost ledger (NewCostLedger): what
+// LedgerStore's consumers (internal/costs) admit, settle and report with.
+func (s *Store) OpenCostLedger(ctx context.Context) (*CostLedger, error) {
+	return NewCostLedger(ctx, s)
 }
 
 // Close releases the prepared statements.
@@ -119,13 +126,13 @@ func (l *CostLedger) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.S
 // execLiteral is exec for a literal statement (see literalSQL); it may
 // reorder args.
 func (l *CostLedger) execLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
-	query, args := l.Group.literalText(tx, s, args)
+	query, args := l.store.Group.literalText(tx, s, args)
 	return l.exec(ctx, tx, query, args...)
 }
 
 func (l *CostLedger) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
-	if l.Group != nil && l.Group.onWriterConn(tx) {
-		n, err := l.Group.execRaw(ctx, query, args)
+	if l.store.Group != nil && l.store.Group.onWriterConn(tx) {
+		n, err := l.store.Group.execRaw(ctx, query, args)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", firstWords(query), err)
 		}
@@ -166,7 +173,7 @@ func (l *CostLedger) counters(ctx context.Context, tx *sql.Tx, query string, arg
 
 // rebind turns ? placeholders into PostgreSQL's $n.
 func (l *CostLedger) rebind(q string) string {
-	if l.Driver != DriverPostgres {
+	if l.store.Driver != DriverPostgres {
 		return q
 	}
 	return pgPlaceholders(q)
@@ -185,8 +192,8 @@ func firstWords(q string) string {
 // callers pass a ctx without cancellation there (writerCtx), so a caller
 // going away never interrupts a statement of the shared connection.
 func (l *CostLedger) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if l.Group != nil {
-		return l.Group.Do(ctx, func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
+	if l.store.Group != nil {
+		return l.store.Group.Do(ctx, func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
 	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -217,7 +224,7 @@ func (l *CostLedger) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // writerCtx is the context of statements run by fn of inTx: on SQLite's
 // group commit without cancellation (see inTx).
 func (l *CostLedger) writerCtx(ctx context.Context) context.Context {
-	if l.Group != nil {
+	if l.store.Group != nil {
 		return detached.Context(ctx)
 	}
 	return ctx
