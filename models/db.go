@@ -11,7 +11,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/agentryhq/agentry/internal/sqlitemem"
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
@@ -20,6 +19,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/sqlitemem"
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
@@ -78,7 +80,7 @@ type Options struct {
 	// ErrOverloaded (503).
 	WriteQueue int
 	// CommitLinger is how long SQLite's writer may keep its transaction
-	// open for more batches (see redoLog): 0 takes DefaultLinger, a
+	// open for more batches (see sqlitewriter.RedoLog): 0 takes DefaultLinger, a
 	// negative value commits every batch.
 	CommitLinger time.Duration
 	// walPagesForTest replaces defaultWALPages (tests).
@@ -109,7 +111,7 @@ type Store struct {
 	scrub func(string) string
 	// checkpoints copies SQLite's WAL into the database file (SQLite only;
 	// see checkpointer).
-	checkpoints *checkpointer
+	checkpoints *sqlitewriter.Checkpointer
 	// history caches sessions' recent messages (SQLite only; see
 	// historyCache).
 	history *historyCache
@@ -181,7 +183,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// statements were written for.
 	var journal *admissionJournal
 	var left []*deferredAdmission
-	var redo *redoLog
+	var redo *sqlitewriter.RedoLog
 	if driver == DriverSQLite && !opts.noJournalForTest {
 		if journal, left, err = openAdmissionJournal(opts.DSN); err != nil {
 			_ = s.Close()
@@ -189,7 +191,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		if journal != nil {
 			sqlDB, _ := db.DB() // SQLite's pool is a *sql.DB (openSQLite)
-			if redo, err = openRedoLog(ctx, sqlDB, opts.DSN, log); err != nil {
+			if redo, err = sqlitewriter.OpenRedoLog(ctx, sqlDB, opts.DSN, log); err != nil {
 				closeJournals(journal, nil)
 				_ = s.Close()
 				return nil, fmt.Errorf("open database: %w", err)
@@ -228,7 +230,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			}
 		}
 		dsn, _ := sqliteDSN(opts.DSN, opts.walPages()) // valid: openSQLite took it
-		if s.checkpoints, err = startCheckpointer(dsn, log); err != nil {
+		if s.checkpoints, err = sqlitewriter.StartCheckpointer(dsn, log); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
@@ -256,12 +258,12 @@ func normalizeDriver(name string) (string, error) {
 
 // closeJournals closes the journals of a store that failed to open before
 // its writer took them (either may be nil).
-func closeJournals(j *admissionJournal, r *redoLog) {
+func closeJournals(j *admissionJournal, r *sqlitewriter.RedoLog) {
 	if j != nil {
 		j.close()
 	}
 	if r != nil {
-		r.close()
+		r.Close()
 	}
 }
 
@@ -349,7 +351,7 @@ func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error
 			return nil, nil, fmt.Errorf("open database: create directory for %s: %w", path, err)
 		}
 	}
-	// The pool's connections go through redoConnector (see redoLog).
+	// The pool's connections go through redoConnector (see sqlitewriter.RedoLog).
 	conns := &redoConnector{dsn: dsn}
 	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: sql.OpenDB(conns)}), cfg)
 	if err != nil {

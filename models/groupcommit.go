@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // GroupCommit is the single writer of the chat path on SQLite (group
@@ -82,10 +83,10 @@ type GroupCommit struct {
 	onCommit func()
 
 	// redo, when set, lets batches be acknowledged before SQLite commits
-	// them (see redoLog): open is the lingering transaction, begun at
+	// them (see sqlitewriter.RedoLog): open is the lingering transaction, begun at
 	// openSince. acked is closed when the batches acknowledged and not yet
 	// committed are (nil: none are waiting); sync waits for it.
-	redo      *redoLog
+	redo      *sqlitewriter.RedoLog
 	conn      *sql.Conn
 	lingerFor time.Duration
 	open      *sql.Tx
@@ -176,7 +177,7 @@ const writerCacheKiB = 64 << 10
 
 // newGroupCommit starts the writer, with an admission journal when j is
 // set and a redo log (and a connection of its own) when redo is.
-func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal, redo *redoLog, linger time.Duration) (*GroupCommit, error) {
+func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal, redo *sqlitewriter.RedoLog, linger time.Duration) (*GroupCommit, error) {
 	if queue <= 0 {
 		queue = DefaultGroupQueue
 	}

@@ -45,10 +45,10 @@ func (g *GroupCommit) run() {
 			g.closeJournal()
 			g.commitAcked()
 			if g.redo != nil {
-				if !g.redo.recorded() {
-					_ = g.redo.truncate()
+				if !g.redo.Recorded() {
+					_ = g.redo.Truncate()
 				}
-				g.redo.close()
+				g.redo.Close()
 				g.closeRaw()
 				_ = g.conn.Close()
 			}
@@ -278,7 +278,7 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 		}
 	}
 	if g.redo != nil {
-		g.redo.startBatch()
+		g.redo.StartBatch()
 	}
 	g.counters.begin()
 	committed := false
@@ -340,7 +340,7 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 			return -1, fmt.Errorf("write budget counters: %w", err)
 		}
 		if g.mayLinger() {
-			if err := g.redo.write(); err != nil {
+			if err := g.redo.Write(); err != nil {
 				rollback()
 				return -1, err
 			}

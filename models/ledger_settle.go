@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -265,16 +266,16 @@ ON CONFLICT (call_id) DO NOTHING`
 // settledRowLiteral is settledRowSQL as a literal statement (see
 // literalSQL): what a model's calls of one agent share is written into the
 // text, in the order of settledRowArgs.
-var settledRowLiteral = newLiteralSQL(settledRowSQL,
-	bindValue, inlineValue, inlineValue, inlineValue, bindValue, bindValue, // call_id, subject, workspace, agent_id, session_id, run_id
-	inlineValue, inlineValue, inlineValue, inlineValue, inlineValue, // source, trigger, provider, model, response_model
-	inlineValue, inlineValue, bindValue, bindValue, // data_classification, interactive, provider_request_id(s)
-	inlineValue, inlineValue, inlineValue, // outcome, error_kind, finish_reason
-	bindValue, bindValue, inlineIfZero, inlineIfZero, inlineIfZero, inlineIfZero, inlineValue, // tokens, usage_estimated
-	bindValue, bindValue, inlineIfZero, inlineValue, // estimated_input_tokens, max_output_tokens, requested_max_output_tokens, clamped
-	inlineValue, inlineValue, inlineValue, inlineValue, // pricing_status, price_version, price_source, price_effective_date
-	bindValue, bindValue, bindValue, inlineValue, inlineValue, // cost_micros, cost_usd, reserved_micros, mode, attempts
-	bindValue, bindValue, bindValue, bindValue, bindValue) // created_at, started_at, updated_at, settled_admission, finished_at
+var settledRowLiteral = sqlitewriter.NewLiteral(settledRowSQL,
+	sqlitewriter.BindValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.BindValue, sqlitewriter.BindValue, // call_id, subject, workspace, agent_id, session_id, run_id
+	sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, // source, trigger, provider, model, response_model
+	sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.BindValue, sqlitewriter.BindValue, // data_classification, interactive, provider_request_id(s)
+	sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, // outcome, error_kind, finish_reason
+	sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.InlineIfZero, sqlitewriter.InlineIfZero, sqlitewriter.InlineIfZero, sqlitewriter.InlineIfZero, sqlitewriter.InlineValue, // tokens, usage_estimated
+	sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.InlineIfZero, sqlitewriter.InlineValue, // estimated_input_tokens, max_output_tokens, requested_max_output_tokens, clamped
+	sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, // pricing_status, price_version, price_source, price_effective_date
+	sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, // cost_micros, cost_usd, reserved_micros, mode, attempts
+	sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue) // created_at, started_at, updated_at, settled_admission, finished_at
 
 // settledRowArgs are the values the pending row of e followed by the
 // settlement st would leave on a call id seen for the first time.
@@ -283,14 +284,14 @@ func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
 	// boxing allocates); what comes from configuration or constants is
 	// boxed without an allocation (boxStable).
 	requestID, done := any(st.ProviderRequestID), any(finished)
-	return []any{e.CallID, boxStable(e.Subject), boxStable(e.Workspace), boxStable(e.AgentID), e.SessionID, e.RunID,
-		boxStable(e.Source), boxStable(e.Trigger), boxStable(e.Provider), boxStable(e.Model),
-		st.ResponseModel, boxStable(e.DataClassification), e.Interactive, requestID, requestID,
-		boxStable(st.Outcome), boxStable(st.ErrorKind), st.FinishReason,
+	return []any{e.CallID, sqlitewriter.BoxStable(e.Subject), sqlitewriter.BoxStable(e.Workspace), sqlitewriter.BoxStable(e.AgentID), e.SessionID, e.RunID,
+		sqlitewriter.BoxStable(e.Source), sqlitewriter.BoxStable(e.Trigger), sqlitewriter.BoxStable(e.Provider), sqlitewriter.BoxStable(e.Model),
+		st.ResponseModel, sqlitewriter.BoxStable(e.DataClassification), e.Interactive, requestID, requestID,
+		sqlitewriter.BoxStable(st.Outcome), sqlitewriter.BoxStable(st.ErrorKind), st.FinishReason,
 		st.InputTokens, st.OutputTokens, st.CachedInputTokens, st.CacheCreationTokens, st.ReasoningTokens, st.ToolUsePromptTokens, st.UsageEstimated,
 		e.EstimatedInputTokens, e.MaxOutputTokens, e.RequestedMaxOutputTokens, e.Clamped,
-		boxStable(e.PricingStatus), boxStable(e.PriceVersion), boxStable(e.PriceSource), boxStable(e.PriceEffectiveDate),
-		st.CostMicros, float64(st.CostMicros) / 1000000.0, e.ReservedMicros, boxStable(e.Mode), max(st.Attempts, 1),
+		sqlitewriter.BoxStable(e.PricingStatus), sqlitewriter.BoxStable(e.PriceVersion), sqlitewriter.BoxStable(e.PriceSource), sqlitewriter.BoxStable(e.PriceEffectiveDate),
+		st.CostMicros, float64(st.CostMicros) / 1000000.0, e.ReservedMicros, sqlitewriter.BoxStable(e.Mode), max(st.Attempts, 1),
 		e.CreatedAt.UTC(), e.StartedAt.UTC(), done, st.AdmissionID, done}
 }
 

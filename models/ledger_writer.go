@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // CostLedger is the hot path of cost accounting: every inference is
@@ -125,7 +126,7 @@ func (l *CostLedger) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.S
 
 // execLiteral is exec for a literal statement (see literalSQL); it may
 // reorder args.
-func (l *CostLedger) execLiteral(ctx context.Context, tx *sql.Tx, s *literalSQL, args ...any) (int64, error) {
+func (l *CostLedger) execLiteral(ctx context.Context, tx *sql.Tx, s *sqlitewriter.Literal, args ...any) (int64, error) {
 	query, args := l.store.Group.literalText(tx, s, args)
 	return l.exec(ctx, tx, query, args...)
 }
