@@ -4,6 +4,35 @@
 //
 // Open migrates the tables listed in migrate.go (schemaModels, then
 // dataMigrations): one explicit ordered list, no init registries.
+//
+// # Layout
+//
+// One file set per domain, named for it, each with its tables, its
+// methods on Store and one interface in stores.go that the domain's
+// consumers take instead of the whole Store:
+//
+//	workboard*.go                  WorkboardStore, TaskRunStore
+//	chat*.go, session*.go,         ChatStore
+//	historycache.go
+//	ledger*.go                     LedgerStore (-> *CostLedger)
+//	deliveries*.go                 DeliveryStore
+//	scheduleruns.go                ScheduleStore
+//	webhookidempotency.go,         WebhookStore
+//	webhookruns.go
+//	events.go                      EventStore
+//	runlog.go                      RunLogStore
+//	approvals.go                   ApprovalStore
+//	secrets.go                     SecretStore
+//	reconcile.go                   ReconcileStore
+//	packageinstall.go              PackageInstallStore
+//	mcp.go                         MCPStore
+//
+// The store itself: db.go (Open, pools), migrate.go, storage.go (full
+// disk), scrubhook.go, sequences.go. SQLite's single writer: groupcommit*.go,
+// linger.go, rawexec.go, redodriver.go, commitlater.go, and the cost
+// ledger's part of it (admissionjournal*.go, journalline.go,
+// counterbook.go); its table-free parts and its durability contract are in
+// package sqlitewriter.
 package models
 
 import (

@@ -67,7 +67,7 @@ var schemaModels = []any{
 	&DeliveryAttempt{},    // deliveries.go
 	&Event{},              // events.go
 	&Feedback{},           // chat.go
-	&HookCursor{},         // deliveries.go
+	&HookCursor{},         // deliveries_hooks.go
 	&LearningProposal{},   // chat.go
 	&LedgerEntry{},        // ledger.go
 	&MCPServer{},          // mcp.go
@@ -77,11 +77,11 @@ var schemaModels = []any{
 	&ReconciliationRun{},  // reconcile.go
 	&RunMessage{},         // runlog.go
 	&RunSnapshot{},        // runlog.go
-	&ScheduleRun{},        // deliveries.go
+	&ScheduleRun{},        // scheduleruns.go
 	&Secret{},             // secrets.go
 	&Task{},               // workboard.go
 	&TaskRun{},            // workboard.go
-	&WebhookIdempotency{}, // deliveries.go
+	&WebhookIdempotency{}, // webhookidempotency.go
 	&WebhookRun{},         // webhookruns.go
 	&healthProbe{},        // storage.go
 }

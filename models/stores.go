@@ -35,7 +35,7 @@ type ChatStore interface {
 	SessionMessagesJoin() string
 }
 
-// DeliveryStore is the deliveries domain (deliveries.go): outbound messages,
+// DeliveryStore is the deliveries domain (deliveries*.go): outbound messages,
 // their attempts, channel overrides and event hooks' cursors; what
 // internal/delivery takes.
 type DeliveryStore interface {
@@ -53,7 +53,7 @@ type DeliveryStore interface {
 	SetHookCursor(ctx context.Context, key string, eventID int64) error
 }
 
-// ScheduleStore is the scheduled agents' firings (deliveries.go,
+// ScheduleStore is the scheduled agents' firings (scheduleruns.go,
 // ScheduleRun) and the deliveries they handed their replies to; what
 // internal/schedules takes.
 type ScheduleStore interface {
@@ -131,8 +131,9 @@ type SecretStore interface {
 	DeleteSecret(ctx context.Context, name string) error
 }
 
-// WebhookStore is the inbound webhooks' idempotency records (deliveries.go)
-// and asynchronous runs (webhookruns.go); what internal/webhook takes.
+// WebhookStore is the inbound webhooks' idempotency records
+// (webhookidempotency.go) and asynchronous runs (webhookruns.go); what
+// internal/webhook takes.
 type WebhookStore interface {
 	ClaimIdempotency(ctx context.Context, rec *WebhookIdempotency, lease time.Duration) (*WebhookIdempotency, bool, error)
 	RenewIdempotency(ctx context.Context, key, owner string, lease time.Duration) (bool, error)
@@ -145,8 +146,8 @@ type WebhookStore interface {
 	GetWebhookRun(ctx context.Context, id string) (*WebhookRun, error)
 }
 
-// TaskRunStore is the workboard's runs (workboard_runs.go, runs_wait.go,
-// runs_active.go) and the task they run; what internal/taskruns takes.
+// TaskRunStore is the workboard's runs (workboard_runs.go, workboard_wait.go,
+// workboard_active.go) and the task they run; what internal/taskruns takes.
 // DriverName and StorageFullRecently let it sweep and report stalls.
 type TaskRunStore interface {
 	GetTask(ctx context.Context, id int64) (*Task, error)
