@@ -18,8 +18,6 @@ import (
 // people list and what the decision is recorded in, each change written
 // with its event in one transaction.
 
-func init() { RegisterModels(&Approval{}) }
-
 // Approval statuses. Pending is the only open one.
 const (
 	ApprovalPending  = "pending"

@@ -9,20 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
-
-func init() {
-	RegisterModels(&ChatSession{}, &ChatMessage{}, &AgentRun{}, &Feedback{}, &LearningProposal{})
-	registerDataMigration(dataMigration{Version: 3, Name: "agent_runs: drop the agent_id and session_id indexes no query uses",
-		Up: dropIndexes("idx_agent_runs_agent_id", "idx_agent_runs_session_id")})
-	registerDataMigration(dataMigration{Version: 4, Name: "agent_runs: drop the response_id index no query uses",
-		Up: dropIndexes("idx_agent_runs_response_id")})
-	registerDataMigration(dataMigration{Version: 5, Name: "chat_messages: ids without AUTOINCREMENT on SQLite", Up: dropMessagesAutoincrement})
-	registerDataMigration(dataMigration{Version: 10, Name: "chat_sessions: drop the agent_id index no query uses",
-		Up: dropIndexes("idx_chat_sessions_agent_id")})
-}
 
 // dropIndexes is a data migration dropping the named indexes where they
 // exist.
@@ -379,8 +369,8 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 			errText = s.scrub(errText)
 		}
 		// boxStable: what comes from configuration or constants.
-		if err := s.Group.ExecLiteral(ctx, tx, insertRunLiteral, run.RunID, run.ResponseID, boxStable(run.AgentID), run.SessionID, boxStable(run.Subject),
-			boxStable(run.Source), boxStable(run.Provider), boxStable(run.Model), boxStable(run.Status), errText, run.Turns, run.InputTokens,
+		if err := s.Group.ExecLiteral(ctx, tx, insertRunLiteral, run.RunID, run.ResponseID, sqlitewriter.BoxStable(run.AgentID), run.SessionID, sqlitewriter.BoxStable(run.Subject),
+			sqlitewriter.BoxStable(run.Source), sqlitewriter.BoxStable(run.Provider), sqlitewriter.BoxStable(run.Model), sqlitewriter.BoxStable(run.Status), errText, run.Turns, run.InputTokens,
 			run.OutputTokens, run.Metadata, run.StartedAt, run.FinishedAt); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
@@ -410,7 +400,7 @@ func (s *Store) saveExchangeSQL(ctx context.Context, tx *sql.Tx, sess *ChatSessi
 		for i := range part {
 			m := &part[i]
 			m.SessionID, m.SessionKey, m.Seq, m.CreatedAt = sess.ID, sess.Key, last+int64(start+i)+1, now
-			args = append(args, sessionID, sessionKey, m.Seq, m.RunID, boxStable(m.Role), m.Content, m.ToolCalls, m.ToolCallID, m.Name, created)
+			args = append(args, sessionID, sessionKey, m.Seq, m.RunID, sqlitewriter.BoxStable(m.Role), m.Content, m.ToolCalls, m.ToolCallID, m.Name, created)
 		}
 		if err := s.Group.ExecLiteral(ctx, tx, messageLiterals[len(part)], args...); err != nil {
 			return fmt.Errorf("store message: %w", err)
@@ -446,8 +436,8 @@ func (s *Store) storeSession(ctx context.Context, tx *sql.Tx, sess *ChatSession,
 		}
 	}
 	sess.Key = s.newSessionKey()
-	if err := s.Group.ExecLiteral(ctx, tx, insertSessionLiteral, sess.ID, boxStable(sess.AgentID), boxStable(sess.Subject), sess.UserID, sess.Username,
-		boxStable(sess.Source), now, now, sess.Key); err != nil {
+	if err := s.Group.ExecLiteral(ctx, tx, insertSessionLiteral, sess.ID, sqlitewriter.BoxStable(sess.AgentID), sqlitewriter.BoxStable(sess.Subject), sess.UserID, sess.Username,
+		sqlitewriter.BoxStable(sess.Source), now, now, sess.Key); err != nil {
 		return false, fmt.Errorf("store session: %w", err)
 	}
 	s.window.add(sess.ID, sess.Key)
@@ -480,18 +470,18 @@ func insertMessagesSQL(n int) string { return messageInserts[n] }
 // The exchange's INSERTs as literal statements (see literalSQL): what an
 // agent's requests share is written into the text.
 var (
-	insertRunLiteral = newLiteralSQL(insertRunSQL,
-		bindValue, bindValue, inlineValue, bindValue, inlineValue, inlineValue, // run_id, response_id, agent_id, session_id, subject, source
-		inlineValue, inlineValue, inlineValue, inlineIfZero, inlineValue, // provider, model, status, error, turns
-		bindValue, bindValue, inlineIfZero, bindValue, bindValue) // input_tokens, output_tokens, metadata, started_at, finished_at
-	insertSessionLiteral = newLiteralSQL(insertSessionSQL,
-		bindValue, inlineValue, inlineValue, bindValue, inlineIfZero, inlineValue, // id, agent_id, subject, user_id, username, source
-		bindValue, bindValue, bindValue) // created_at, updated_at, session_key
-	messageLiterals = func() (l [maxMessagesPerInsert + 1]*literalSQL) {
+	insertRunLiteral = sqlitewriter.NewLiteral(insertRunSQL,
+		sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.InlineValue, sqlitewriter.BindValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, // run_id, response_id, agent_id, session_id, subject, source
+		sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineIfZero, sqlitewriter.InlineValue, // provider, model, status, error, turns
+		sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.InlineIfZero, sqlitewriter.BindValue, sqlitewriter.BindValue) // input_tokens, output_tokens, metadata, started_at, finished_at
+	insertSessionLiteral = sqlitewriter.NewLiteral(insertSessionSQL,
+		sqlitewriter.BindValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.BindValue, sqlitewriter.InlineIfZero, sqlitewriter.InlineValue, // id, agent_id, subject, user_id, username, source
+		sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue) // created_at, updated_at, session_key
+	messageLiterals = func() (l [maxMessagesPerInsert + 1]*sqlitewriter.Literal) {
 		for n := 1; n <= maxMessagesPerInsert; n++ {
-			l[n] = repeatLiteralSQL(insertMessagesSQL(n), n,
-				bindValue, bindValue, bindValue, bindValue, inlineValue, // session_id, session_key, seq, run_id, role
-				bindValue, inlineIfZero, inlineIfZero, inlineIfZero, bindValue) // content, tool_calls, tool_call_id, name, created_at
+			l[n] = sqlitewriter.RepeatLiteral(insertMessagesSQL(n), n,
+				sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.InlineValue, // session_id, session_key, seq, run_id, role
+				sqlitewriter.BindValue, sqlitewriter.InlineIfZero, sqlitewriter.InlineIfZero, sqlitewriter.InlineIfZero, sqlitewriter.BindValue) // content, tool_calls, tool_call_id, name, created_at
 		}
 		return l
 	}()

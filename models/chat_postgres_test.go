@@ -71,7 +71,7 @@ func TestPostgresExchangeCarriesHeldSettlements(t *testing.T) {
 	now := time.Now().UTC()
 	run := &AgentRun{RunID: "r1", ResponseID: "p1", AgentID: "a", SessionID: "s1", Status: "finished", StartedAt: now, FinishedAt: &now}
 	msgs := []ChatMessage{{RunID: "r1", Role: "user", Content: "hi"}, {RunID: "r1", Role: "assistant", Content: "hello", ToolCalls: `[{"id":"x"}]`}}
-	if err := l.SaveExchange(ctx, sess, run, msgs); err != nil {
+	if err := l.store.SaveExchange(ctx, sess, run, msgs); err != nil {
 		t.Fatal(err)
 	}
 	if got := ledgerOutcome(t, l, "c1"); got != OutcomeSucceeded {
@@ -85,14 +85,14 @@ func TestPostgresExchangeCarriesHeldSettlements(t *testing.T) {
 	}
 	// A second exchange of the session continues its numbering.
 	more := []ChatMessage{{RunID: "r2", Role: "user", Content: "again"}}
-	if err := l.SaveExchange(context.Background(), sess, nil, more); err != nil {
+	if err := l.store.SaveExchange(context.Background(), sess, nil, more); err != nil {
 		t.Fatal(err)
 	}
-	got := messagesOf(t, l.Store, "s1")
+	got := messagesOf(t, l.store, "s1")
 	if len(got) != 3 || got[2].Seq != 3 || got[2].Content != "again" || got[1].ToolCalls != `[{"id":"x"}]` {
 		t.Fatalf("messages %+v", got)
 	}
-	if r, err := l.AgentRunByID(context.Background(), "r1"); err != nil || r.Status != "finished" {
+	if r, err := l.store.AgentRunByID(context.Background(), "r1"); err != nil || r.Status != "finished" {
 		t.Fatalf("action-log row %+v %v", r, err)
 	}
 	if _, err := l.ApplySettled(context.Background(), []string{"a-c1"}, time.Now()); err != nil {
@@ -111,17 +111,17 @@ func TestPostgresFailedExchangeStillSettles(t *testing.T) {
 	l := postgresLedger(t)
 	now := time.Now().UTC()
 	run := &AgentRun{RunID: "r1", ResponseID: "p1", AgentID: "a", SessionID: "s1", Status: "finished", StartedAt: now, FinishedAt: &now}
-	if err := l.SaveExchange(context.Background(), &ChatSession{ID: "s1"}, run, []ChatMessage{{Role: "user", Content: "one"}}); err != nil {
+	if err := l.store.SaveExchange(context.Background(), &ChatSession{ID: "s1"}, run, []ChatMessage{{Role: "user", Content: "one"}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := CommitLater(context.Background())
 	results := admitAndHold(t, l, ctx, "c2")
 	// The same run id again: the action-log INSERT fails, and the batch with it.
-	err := l.SaveExchange(ctx, &ChatSession{ID: "s1"}, run, []ChatMessage{{Role: "user", Content: "two"}})
+	err := l.store.SaveExchange(ctx, &ChatSession{ID: "s1"}, run, []ChatMessage{{Role: "user", Content: "two"}})
 	if err == nil {
 		t.Fatal("an exchange with a duplicate run id was stored")
 	}
-	if got := messagesOf(t, l.Store, "s1"); len(got) != 1 {
+	if got := messagesOf(t, l.store, "s1"); len(got) != 1 {
 		t.Fatalf("the failed exchange left %d messages, want 1", len(got))
 	}
 	if got := ledgerOutcome(t, l, "c2"); got != OutcomeSucceeded {
@@ -138,7 +138,7 @@ func TestPostgresFlushLaterWritesWhatIsHeld(t *testing.T) {
 	l := postgresLedger(t)
 	ctx := CommitLater(context.Background())
 	results := admitAndHold(t, l, ctx, "c3")
-	l.FlushLater(ctx)
+	l.store.FlushLater(ctx)
 	if got := ledgerOutcome(t, l, "c3"); got != OutcomeSucceeded {
 		t.Fatalf("after FlushLater the row is %s", got)
 	}

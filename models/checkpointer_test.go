@@ -19,7 +19,7 @@ func TestCheckpointerCopiesTheWAL(t *testing.T) {
 	if err := s.DB.Raw("PRAGMA wal_autocheckpoint").Scan(&auto).Error; err != nil || auto != defaultWALPages {
 		t.Fatalf("wal_autocheckpoint of a pooled connection = %d, %v; want %d", auto, err, defaultWALPages)
 	}
-	before := s.checkpoints.copied.Load()
+	before := s.checkpoints.Copied()
 	filler := strings.Repeat("x", 2000)
 	for i := range 300 {
 		if err := s.DB.Create(&testWidget{Name: fmt.Sprintf("w%d", i), Color: filler}).Error; err != nil {
@@ -27,7 +27,7 @@ func TestCheckpointerCopiesTheWAL(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for s.checkpoints.copied.Load() == before {
+	for s.checkpoints.Copied() == before {
 		if time.Now().After(deadline) {
 			t.Fatal("no WAL frame was copied into the database file in 10 s")
 		}
@@ -35,24 +35,12 @@ func TestCheckpointerCopiesTheWAL(t *testing.T) {
 	}
 	// A checkpoint asked for explicitly succeeds on the checkpointer's own
 	// connection while the pool stays open.
-	if err := s.checkpoints.checkpoint(ctx, "PASSIVE"); err != nil {
+	if err := s.checkpoints.Checkpoint(ctx, "PASSIVE"); err != nil {
 		t.Fatal(err)
 	}
 	var n int64
 	if err := s.DB.Model(&testWidget{}).Count(&n).Error; err != nil || n != 300 {
 		t.Fatalf("rows after checkpoints = %d, %v; want 300", n, err)
-	}
-}
-
-// Close stops the loop; a second Close (error paths of Open) is harmless.
-func TestCheckpointerStops(t *testing.T) {
-	s := mustOpen(t, Options{Driver: DriverSQLite, DSN: filepath.Join(t.TempDir(), "agentry.db")})
-	s.checkpoints.Close()
-	s.checkpoints.Close()
-	select {
-	case <-s.checkpoints.done:
-	default:
-		t.Fatal("the checkpoint loop still runs after Close")
 	}
 }
 

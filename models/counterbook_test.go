@@ -48,7 +48,7 @@ func TestCounterBookForgetsARolledBackAttempt(t *testing.T) {
 	now := time.Now().UTC()
 	boom := errors.New("boom")
 	add := func(n int64, fail bool) error {
-		return l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := l.addToCounters(ctx, tx, keys, n, 0, now); err != nil {
 				return err
 			}
@@ -75,9 +75,9 @@ func TestCounterBookForgetsARolledBackAttempt(t *testing.T) {
 		t.Fatalf("database reserved = %d, want 12 (the failed job's 100 rolled back)", got)
 	}
 	var held []CounterValue
-	if err := l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	if err := l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		held, err = l.Group.counters.values(ctx, tx, keys)
+		held, err = l.store.Group.counters.values(ctx, tx, keys)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestCounterBookForgetsARolledBackAttempt(t *testing.T) {
 		t.Fatalf("writer holds reserved = %d, want 12", held[0].ReservedMicros)
 	}
 	// A counter that does not exist is refused without changing anything.
-	err = l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := l.addToCounters(ctx, tx, []string{"day:x", "user-day:nobody"}, 1, 0, now)
 		return err
 	})
@@ -121,7 +121,7 @@ func TestSettleCallLaterIsCoveredByTheNextCommit(t *testing.T) {
 		t.Fatal("not queued on SQLite's group commit")
 	}
 	// The request's next write (its exchange) covers the settlement.
-	if err := l.Group.Do(ctx, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+	if err := l.store.Group.Do(ctx, func(context.Context, *sql.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	e, err := l.GetLedgerEntry(ctx, "c1")
@@ -161,7 +161,7 @@ func TestHeldSettlementCommitsWhenTheExchangeFails(t *testing.T) {
 		t.Fatal("not held")
 	}
 	boom := errors.New("boom")
-	if err := l.Group.Do(ctx, func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
+	if err := l.store.Group.Do(ctx, func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("exchange: %v", err)
 	}
 	if len(heard) != 1 || heard[0] != nil {
@@ -171,7 +171,7 @@ func TestHeldSettlementCommitsWhenTheExchangeFails(t *testing.T) {
 		t.Fatalf("row: %+v %v", e, err)
 	}
 	// The holding ends with the request: a later settlement is not held.
-	l.FlushLater(ctx)
+	l.store.FlushLater(ctx)
 	if l.SettleCallLater(ctx, Settlement{CallID: "c2"}, func(SettleResult, error) {}) {
 		t.Fatal("held after FlushLater")
 	}
@@ -208,7 +208,7 @@ func TestHeldSettlementCountsBeforeTheNextAdmission(t *testing.T) {
 			// must not pass its own request's settlement, see
 			// admissionsFirst); without that they might run on this
 			// goroutine instead.
-			g := l.Group
+			g := l.store.Group
 			g.writing.Lock()
 			second := make(chan AdmitResult, 1)
 			go func() { second <- admit("t2") }()
@@ -292,7 +292,7 @@ func benchmarkAdmitSettle(b *testing.B, journaled, queued bool) {
 		}
 	})
 	b.StopTimer()
-	batches, writes := l.Group.Stats()
+	batches, writes := l.store.Group.Stats()
 	b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
 }
 
@@ -313,13 +313,13 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 			var n, keys, rejected atomic.Int64
 			request := func() {
 				ctx := CommitLater(context.Background())
-				defer l.FlushLater(ctx)
+				defer l.store.FlushLater(ctx)
 				st := admitBenchCall(b, ctx, l, fmt.Sprintf("c%d", n.Add(1)), "d", &rejected)
 				if !l.SettleCallLater(ctx, st, func(SettleResult, error) {}) {
 					b.Fatal("settlement not held")
 				}
-				if err := l.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-					return l.Group.Exec(ctx, tx, insertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt, keys.Add(1))
+				if err := l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+					return l.store.Group.Exec(ctx, tx, insertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt, keys.Add(1))
 				}); err != nil {
 					b.Fatal(err)
 				}
@@ -339,7 +339,7 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			batches, writes := l.Group.Stats()
+			batches, writes := l.store.Group.Stats()
 			b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
 		})
 	}

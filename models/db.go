@@ -2,8 +2,37 @@
 // application database: an embedded SQLite file by default, PostgreSQL when
 // several gateway processes share state.
 //
-// Model files register their types from init with RegisterModels; Open
-// migrates all of them (see migrate.go).
+// Open migrates the tables listed in migrate.go (schemaModels, then
+// dataMigrations): one explicit ordered list, no init registries.
+//
+// # Layout
+//
+// One file set per domain, named for it, each with its tables, its
+// methods on Store and one interface in stores.go that the domain's
+// consumers take instead of the whole Store:
+//
+//	workboard*.go                  WorkboardStore, TaskRunStore
+//	chat*.go, session*.go,         ChatStore
+//	historycache.go
+//	ledger*.go                     LedgerStore (-> *CostLedger)
+//	deliveries*.go                 DeliveryStore
+//	scheduleruns.go                ScheduleStore
+//	webhookidempotency.go,         WebhookStore
+//	webhookruns.go
+//	events.go                      EventStore
+//	runlog.go                      RunLogStore
+//	approvals.go                   ApprovalStore
+//	secrets.go                     SecretStore
+//	reconcile.go                   ReconcileStore
+//	packageinstall.go              PackageInstallStore
+//	mcp.go                         MCPStore
+//
+// The store itself: db.go (Open, pools), migrate.go, storage.go (full
+// disk), scrubhook.go, sequences.go. SQLite's single writer: groupcommit*.go,
+// linger.go, rawexec.go, redodriver.go, commitlater.go, and the cost
+// ledger's part of it (admissionjournal*.go, journalline.go,
+// counterbook.go); its table-free parts and its durability contract are in
+// package sqlitewriter.
 package models
 
 import (
@@ -11,7 +40,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/agentryhq/agentry/internal/sqlitemem"
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
@@ -20,6 +48,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/sqlitemem"
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
@@ -78,7 +109,7 @@ type Options struct {
 	// ErrOverloaded (503).
 	WriteQueue int
 	// CommitLinger is how long SQLite's writer may keep its transaction
-	// open for more batches (see redoLog): 0 takes DefaultLinger, a
+	// open for more batches (see sqlitewriter.RedoLog): 0 takes DefaultLinger, a
 	// negative value commits every batch.
 	CommitLinger time.Duration
 	// walPagesForTest replaces defaultWALPages (tests).
@@ -109,7 +140,7 @@ type Store struct {
 	scrub func(string) string
 	// checkpoints copies SQLite's WAL into the database file (SQLite only;
 	// see checkpointer).
-	checkpoints *checkpointer
+	checkpoints *sqlitewriter.Checkpointer
 	// history caches sessions' recent messages (SQLite only; see
 	// historyCache).
 	history *historyCache
@@ -181,7 +212,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// statements were written for.
 	var journal *admissionJournal
 	var left []*deferredAdmission
-	var redo *redoLog
+	var redo *sqlitewriter.RedoLog
 	if driver == DriverSQLite && !opts.noJournalForTest {
 		if journal, left, err = openAdmissionJournal(opts.DSN); err != nil {
 			_ = s.Close()
@@ -189,14 +220,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		if journal != nil {
 			sqlDB, _ := db.DB() // SQLite's pool is a *sql.DB (openSQLite)
-			if redo, err = openRedoLog(ctx, sqlDB, opts.DSN, log); err != nil {
+			if redo, err = sqlitewriter.OpenRedoLog(ctx, sqlDB, opts.DSN, log); err != nil {
 				closeJournals(journal, nil)
 				_ = s.Close()
 				return nil, fmt.Errorf("open database: %w", err)
 			}
 		}
 	}
-	if err := migrate(ctx, s, modelsInOrder(), migrationsInOrder()); err != nil {
+	if err := migrate(ctx, s, schemaModels, dataMigrations); err != nil {
 		closeJournals(journal, redo)
 		_ = s.Close()
 		return nil, err
@@ -228,7 +259,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			}
 		}
 		dsn, _ := sqliteDSN(opts.DSN, opts.walPages()) // valid: openSQLite took it
-		if s.checkpoints, err = startCheckpointer(dsn, log); err != nil {
+		if s.checkpoints, err = sqlitewriter.StartCheckpointer(dsn, log); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
@@ -256,12 +287,12 @@ func normalizeDriver(name string) (string, error) {
 
 // closeJournals closes the journals of a store that failed to open before
 // its writer took them (either may be nil).
-func closeJournals(j *admissionJournal, r *redoLog) {
+func closeJournals(j *admissionJournal, r *sqlitewriter.RedoLog) {
 	if j != nil {
 		j.close()
 	}
 	if r != nil {
-		r.close()
+		r.Close()
 	}
 }
 
@@ -349,7 +380,7 @@ func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error
 			return nil, nil, fmt.Errorf("open database: create directory for %s: %w", path, err)
 		}
 	}
-	// The pool's connections go through redoConnector (see redoLog).
+	// The pool's connections go through redoConnector (see sqlitewriter.RedoLog).
 	conns := &redoConnector{dsn: dsn}
 	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: sql.OpenDB(conns)}), cfg)
 	if err != nil {
@@ -427,6 +458,10 @@ func limitPool(db *gorm.DB, conns int, idleTime time.Duration) error {
 	}
 	return nil
 }
+
+// DriverName is Driver (DriverSQLite or DriverPostgres), for consumers that
+// take a store interface.
+func (s *Store) DriverName() string { return s.Driver }
 
 // Ping checks that the database answers, for start-up and /health.
 func (s *Store) Ping(ctx context.Context) error {

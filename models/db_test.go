@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,9 +21,14 @@ import (
 	"github.com/agentryhq/agentry/dev/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// The test-only models are migrated with the real ones, after them
+	// (where their lower-case names sorted).
+	schemaModels = append(schemaModels, &testGadget{}, &testWidget{})
+	testenv.Main(m)
+}
 
-// Test-only models, registered like real ones. testGadget sorts before
+// Test-only models, migrated like real ones (see TestMain). testGadget sorts before
 // testWidget but references it, so Open must order them by dependency.
 type testWidget struct {
 	ID        uint   `gorm:"primaryKey"`
@@ -39,8 +46,6 @@ type testGadget struct {
 }
 
 func (testGadget) TableName() string { return "test_gadgets" }
-
-func init() { RegisterModels(&testGadget{}, &testWidget{}, &testWidget{}) }
 
 // backend opens a fresh, empty database of one kind per call.
 type backend struct {
@@ -219,7 +224,7 @@ func TestDataMigrationsRunOnceInOrder(t *testing.T) {
 		ctx := context.Background()
 		s := mustOpen(t, opts)
 		var ran []int
-		steps := append(migrationsInOrder(),
+		steps := append(slices.Clone(dataMigrations),
 			dataMigration{Version: 1001, Name: "seed", Up: func(ctx context.Context, tx *gorm.DB, driver string) error {
 				ran = append(ran, 1001)
 				if driver != opts.Driver {
@@ -233,7 +238,7 @@ func TestDataMigrationsRunOnceInOrder(t *testing.T) {
 			}},
 		)
 		for range 2 {
-			if err := migrate(ctx, s, modelsInOrder(), steps); err != nil {
+			if err := migrate(ctx, s, schemaModels, steps); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -254,13 +259,13 @@ func TestFailedDataMigrationChangesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		ctx := context.Background()
 		s := mustOpen(t, opts)
-		steps := append(migrationsInOrder(), dataMigration{Version: 1001, Name: "broken", Up: func(ctx context.Context, tx *gorm.DB, _ string) error {
+		steps := append(slices.Clone(dataMigrations), dataMigration{Version: 1001, Name: "broken", Up: func(ctx context.Context, tx *gorm.DB, _ string) error {
 			if err := tx.Create(&testWidget{Name: "half-done"}).Error; err != nil {
 				return err
 			}
 			return errors.New("boom")
 		}})
-		err := migrate(ctx, s, modelsInOrder(), steps)
+		err := migrate(ctx, s, schemaModels, steps)
 		if err == nil || !strings.Contains(err.Error(), "data migration 1001 (broken)") {
 			t.Fatalf("migrate error = %v, want one naming the failed migration", err)
 		}
@@ -402,21 +407,36 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
-func TestRegisterModelsRejectsNonStructPointers(t *testing.T) {
-	for _, bad := range []any{nil, testWidget{}, new(int), "widgets"} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("RegisterModels(%T) did not panic", bad)
-				}
-			}()
-			RegisterModels(bad)
-		}()
+// TestSchemaModelsSorted checks the migration list: pointers to structs,
+// each once, sorted by type name (the order Open has always migrated them
+// in); and data migrations numbered 1, 2, 3 ... in order.
+func TestSchemaModelsSorted(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var prev string
+	for i, m := range schemaModels {
+		ty := reflect.TypeOf(m)
+		if ty == nil || ty.Kind() != reflect.Pointer || ty.Elem().Kind() != reflect.Struct {
+			t.Fatalf("schemaModels[%d] is %T, want a pointer to a struct", i, m)
+		}
+		if seen[ty] {
+			t.Fatalf("schemaModels lists %s twice", ty)
+		}
+		seen[ty] = true
+		name := ty.Elem().String()
+		if name < prev {
+			t.Errorf("schemaModels: %s after %s, want them sorted by type name", name, prev)
+		}
+		prev = name
+	}
+	for i, step := range dataMigrations {
+		if step.Version != i+1 {
+			t.Errorf("dataMigrations[%d] has version %d, want %d", i, step.Version, i+1)
+		}
 	}
 }
 
 func latestVersion() int {
-	steps := migrationsInOrder()
+	steps := dataMigrations
 	return steps[len(steps)-1].Version
 }
 
@@ -426,7 +446,7 @@ func assertMigrationsRecordedOnce(t *testing.T, s *Store) {
 	if err := s.DB.Order("version").Find(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != len(migrationsInOrder()) {
-		t.Fatalf("schema_migrations has %d rows, want %d (one per data migration): %+v", len(rows), len(migrationsInOrder()), rows)
+	if len(rows) != len(dataMigrations) {
+		t.Fatalf("schema_migrations has %d rows, want %d (one per data migration): %+v", len(rows), len(dataMigrations), rows)
 	}
 }

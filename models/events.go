@@ -12,10 +12,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-func init() {
-	RegisterModels(&Event{})
-}
-
 // Event types written by the workboard. Other areas add their own types
 // (prefix them with their area, e.g. "cost.").
 const (

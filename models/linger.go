@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // The group commit's lingering transaction (see redoLog for why): with a
@@ -59,7 +61,7 @@ func (g *GroupCommit) begin(ctx context.Context) (*sql.Tx, error) {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	if g.redo != nil {
-		if err := g.redo.runPending(ctx, tx); err != nil {
+		if err := g.redo.RunPending(ctx, tx); err != nil {
 			_ = tx.Rollback()
 			g.endTx(tx)
 			return nil, fmt.Errorf("run acknowledged batches again: %w", err)
@@ -86,7 +88,7 @@ func (g *GroupCommit) mayLinger() bool {
 	if g.redo == nil || g.lingerFor <= 0 || g.closing || g.wantSync.Load() || g.outside.Load() > 0 {
 		return false
 	}
-	if len(g.redo.pending)+len(g.redo.cur) > lingerBytes {
+	if g.redo.Buffered() > lingerBytes {
 		return false
 	}
 	return !g.unsettled() || time.Since(g.openSince) < g.lingerFor
@@ -94,7 +96,7 @@ func (g *GroupCommit) mayLinger() bool {
 
 // unsettled reports whether batches were acknowledged and not committed.
 func (g *GroupCommit) unsettled() bool {
-	return g.acked.Load() != nil || (g.redo != nil && g.redo.recorded())
+	return g.acked.Load() != nil || (g.redo != nil && g.redo.Recorded())
 }
 
 // linger keeps tx open after its batch was written to the redo log.
@@ -121,11 +123,11 @@ func (g *GroupCommit) endTx(tx *sql.Tx) {
 // holds; whatever the outcome, tx is no longer the lingering one.
 func (g *GroupCommit) commitTx(ctx context.Context, tx *sql.Tx) error {
 	var seq uint64
-	if g.redo != nil && g.redo.recorded() {
-		seq = g.redo.seq
-		g.redo.replaying = true // not a batch's statement
-		err := g.Exec(ctx, tx, setRedoSQL, int64(seq))
-		g.redo.replaying = false
+	if g.redo != nil && g.redo.Recorded() {
+		seq = g.redo.Seq()
+		g.redo.SetReplaying(true) // not a batch's statement
+		err := g.Exec(ctx, tx, sqlitewriter.SetRedoSQL, int64(seq))
+		g.redo.SetReplaying(false)
 		if err != nil {
 			g.rollback(tx)
 			return err
@@ -137,7 +139,7 @@ func (g *GroupCommit) commitTx(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	if seq != 0 {
-		g.redo.committedUpTo(seq)
+		g.redo.CommittedUpTo(seq)
 	}
 	if g.onCommit != nil {
 		g.onCommit()
@@ -173,7 +175,7 @@ func (g *GroupCommit) commitAcked() {
 		err = g.commitTx(ctx, tx)
 	}
 	if err != nil {
-		if g.redo.recorded() {
+		if g.redo.Recorded() {
 			g.openSince = time.Now() // try again after another lingerFor
 		}
 		g.releaseAcked()

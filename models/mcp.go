@@ -9,8 +9,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-func init() { RegisterModels(&MCPServer{}) }
-
 // MCPServer is one MCP server registered through PUT /mcp/own/{id}. Header
 // and env values are sealed by internal/secrets before they reach this
 // table (SealedSecrets); the rest is plain.

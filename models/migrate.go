@@ -3,9 +3,6 @@ package models
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"sort"
-	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -15,10 +12,10 @@ import (
 //
 // Every Open runs, in one transaction that holds the migration lock:
 //
-//  1. GORM AutoMigrate of every registered model (creates tables, adds
+//  1. GORM AutoMigrate of every model in schemaModels (creates tables, adds
 //     columns and indexes; never drops anything);
-//  2. the data migrations newer than the version recorded in
-//     schema_migrations, in version order, each recorded as it runs.
+//  2. the data migrations (dataMigrations) newer than the version recorded
+//     in schema_migrations, in version order, each recorded as it runs.
 //
 // The lock makes concurrent Opens from several gateway processes safe: on
 // PostgreSQL a transaction-scoped advisory lock, on SQLite the write lock
@@ -51,78 +48,68 @@ type schemaMigration struct {
 
 func (schemaMigration) TableName() string { return "schema_migrations" }
 
-var (
-	registryMu sync.Mutex
-	// registry is package-level because model files fill it from their
-	// init functions, before any Store exists.
-	registeredModels []any
-	dataMigrations   []dataMigration
-)
-
-func init() {
-	// Version 1 records that the schema was created; later data migrations
-	// are registered beside the models they change, with the next version.
-	registerDataMigration(dataMigration{Version: 1, Name: "baseline: tables of the registered models",
-		Up: func(context.Context, *gorm.DB, string) error { return nil }})
+// schemaModels are the tables Open migrates, in the order AutoMigrate is
+// given them: sorted by type name (exported names first, as the registry
+// that preceded this list sorted them), so a new model goes where its name
+// sorts. AutoMigrate itself moves models that others reference by foreign
+// key before them. TestSchemaModelsSorted keeps the order.
+var schemaModels = []any{
+	&AgentRun{},           // chat.go
+	&Approval{},           // approvals.go
+	&Artifact{},           // workboard.go
+	&BudgetCounter{},      // ledger.go
+	&ChannelOverride{},    // deliveries.go
+	&ChatMessage{},        // chat.go
+	&ChatSession{},        // chat.go
+	&Comment{},            // workboard.go
+	&CostReservation{},    // ledger.go
+	&Delivery{},           // deliveries.go
+	&DeliveryAttempt{},    // deliveries.go
+	&Event{},              // events.go
+	&Feedback{},           // chat.go
+	&HookCursor{},         // deliveries_hooks.go
+	&LearningProposal{},   // chat.go
+	&LedgerEntry{},        // ledger.go
+	&MCPServer{},          // mcp.go
+	&PackageInstallJob{},  // packageinstall.go
+	&PriceVersion{},       // ledger.go
+	&ProviderUsageLine{},  // reconcile.go
+	&ReconciliationRun{},  // reconcile.go
+	&RunMessage{},         // runlog.go
+	&RunSnapshot{},        // runlog.go
+	&ScheduleRun{},        // scheduleruns.go
+	&Secret{},             // secrets.go
+	&Task{},               // workboard.go
+	&TaskRun{},            // workboard.go
+	&WebhookIdempotency{}, // webhookidempotency.go
+	&WebhookRun{},         // webhookruns.go
+	&healthProbe{},        // storage.go
 }
 
-// RegisterModels adds models (pointers to structs, e.g. &Agent{}) for Open
-// to migrate. Call it from init in the file that declares the model.
-// Registering a type twice is harmless.
-func RegisterModels(models ...any) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	for _, m := range models {
-		t := reflect.TypeOf(m)
-		if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-			panic(fmt.Sprintf("models.RegisterModels: want a pointer to a struct, got %T", m))
-		}
-		if !containsType(registeredModels, t) {
-			registeredModels = append(registeredModels, m)
-		}
-	}
-}
-
-// registerDataMigration adds a data migration; for model files' init.
-func registerDataMigration(m dataMigration) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	for _, have := range dataMigrations {
-		if have.Version == m.Version {
-			panic(fmt.Sprintf("models: data migration version %d registered twice (%q and %q)", m.Version, have.Name, m.Name))
-		}
-	}
-	dataMigrations = append(dataMigrations, m)
-}
-
-func containsType(models []any, t reflect.Type) bool {
-	for _, m := range models {
-		if reflect.TypeOf(m) == t {
-			return true
-		}
-	}
-	return false
-}
-
-// modelsInOrder returns the registered models sorted by type name, so the
-// order does not depend on init order; AutoMigrate then moves models that
-// others reference by foreign key before them.
-func modelsInOrder() []any {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	out := append([]any(nil), registeredModels...)
-	sort.SliceStable(out, func(i, j int) bool {
-		return reflect.TypeOf(out[i]).Elem().String() < reflect.TypeOf(out[j]).Elem().String()
-	})
-	return out
-}
-
-func migrationsInOrder() []dataMigration {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	out := append([]dataMigration(nil), dataMigrations...)
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out
+// dataMigrations run after AutoMigrate, in this order, which is the order of
+// their versions: a new one is appended with the next version (and written
+// beside the models it changes).
+var dataMigrations = []dataMigration{
+	{Version: 1, Name: "baseline: tables of the registered models",
+		Up: func(context.Context, *gorm.DB, string) error { return nil }},
+	{Version: 2, Name: "ids never reused: id sequences past every id events have seen",
+		Up: raiseIDSequences}, // sequences.go
+	{Version: 3, Name: "agent_runs: drop the agent_id and session_id indexes no query uses",
+		Up: dropIndexes("idx_agent_runs_agent_id", "idx_agent_runs_session_id")},
+	{Version: 4, Name: "agent_runs: drop the response_id index no query uses",
+		Up: dropIndexes("idx_agent_runs_response_id")},
+	{Version: 5, Name: "chat_messages: ids without AUTOINCREMENT on SQLite",
+		Up: dropMessagesAutoincrement}, // chat.go
+	{Version: 6, Name: "chat_messages: found by their session's sequential key, not its random id",
+		Up: keyMessagesBySession}, // sessionkey.go
+	{Version: 7, Name: "chat_sessions: keyed by their sequential key on SQLite, without an index on the id",
+		Up: keySessionsByKey},
+	{Version: 8, Name: "chat_sessions: an index on the id on SQLite (superseded by 9, now nothing)",
+		Up: indexSessionIDs},
+	{Version: 9, Name: "chat_sessions: found by id through chat_session_ids on SQLite, not an index on the id",
+		Up: digestSessionIDs},
+	{Version: 10, Name: "chat_sessions: drop the agent_id index no query uses",
+		Up: dropIndexes("idx_chat_sessions_agent_id")},
 }
 
 // migrate brings the schema of s up to date with models and steps (sorted

@@ -15,10 +15,6 @@ import (
 // PackageInstall workflow is started with the row's id as workflow id, and
 // updated by the workflow's activities as the job moves through its steps.
 
-func init() {
-	RegisterModels(&PackageInstallJob{})
-}
-
 // Package install job statuses.
 const (
 	PackageInstallQueued    = "queued"

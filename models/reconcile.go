@@ -16,10 +16,6 @@ import (
 // and the runs that imported them and compared them with the ledger. No
 // credential is ever stored here: the admin keys stay in the environment.
 
-func init() {
-	RegisterModels(&ProviderUsageLine{}, &ReconciliationRun{})
-}
-
 // ProviderUsageLine is one line of a provider's export for one UTC day:
 // a cost line item (CostMicros) or a model's usage (tokens, requests).
 // Re-importing a day upserts on (provider, day, model, line item) and drops

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 	"modernc.org/sqlite"
 )
 
 // The store's SQLite connections go through this thin wrapper of the
 // driver's, for two jobs of the group commit's lingering transaction (see
-// redoLog):
+// sqlitewriter.RedoLog):
 //
 //   - on the writer's connection (a transaction begun with withRedo) it
 //     records every statement that changed something, with its arguments as
@@ -59,7 +60,7 @@ func withSettledRead(ctx context.Context) context.Context {
 }
 
 // withRedo marks ctx for a transaction whose statements go to r.
-func withRedo(ctx context.Context, r *redoLog) context.Context {
+func withRedo(ctx context.Context, r *sqlitewriter.RedoLog) context.Context {
 	return context.WithValue(ctx, redoKey{}, r)
 }
 
@@ -79,11 +80,11 @@ type redoConn struct {
 	base      baseConn
 	connector *redoConnector
 	// rec is the redo log while the writer's transaction runs here.
-	rec *redoLog
+	rec *sqlitewriter.RedoLog
 	// outside is the writer this connection's own transaction holds back
 	// from lingering (nil: none).
 	outside *GroupCommit
-	times   timeTexts
+	times   sqlitewriter.TimeTexts
 }
 
 func (c *redoConn) Prepare(query string) (driver.Stmt, error) {
@@ -105,7 +106,7 @@ func (c *redoConn) Begin() (driver.Tx, error) {
 }
 
 func (c *redoConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if r, ok := ctx.Value(redoKey{}).(*redoLog); ok && r != nil {
+	if r, ok := ctx.Value(redoKey{}).(*sqlitewriter.RedoLog); ok && r != nil {
 		tx, err := c.base.BeginTx(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -138,7 +139,7 @@ func (c *redoConn) ExecContext(ctx context.Context, query string, args []driver.
 // transaction (once it succeeded: a failed statement changed nothing),
 // made to wait for the writer's commit outside any transaction.
 func (c *redoConn) exec(query string, args []driver.NamedValue, run func() (driver.Result, error)) (driver.Result, error) {
-	c.times.timesAsText(args)
+	c.times.TimesAsText(args)
 	if !c.inTx() {
 		if g := c.connector.group.Load(); g != nil {
 			g.outsideBegin()
@@ -147,7 +148,7 @@ func (c *redoConn) exec(query string, args []driver.NamedValue, run func() (driv
 	}
 	res, err := run()
 	if err == nil && c.rec != nil {
-		if err := c.rec.add(query, args); err != nil {
+		if err := c.rec.Add(query, args); err != nil {
 			return nil, err
 		}
 	}
@@ -163,7 +164,7 @@ func (c *redoConn) QueryContext(ctx context.Context, query string, args []driver
 // transaction it reads what the writer acknowledged, unless ctx says the
 // caller needs none of it (withSettledRead).
 func (c *redoConn) query(ctx context.Context, query string, args []driver.NamedValue, run func() (driver.Rows, error)) (driver.Rows, error) {
-	c.times.timesAsText(args)
+	c.times.TimesAsText(args)
 	if !c.inTx() && ctx.Value(settledKey{}) == nil {
 		if g := c.connector.group.Load(); g != nil {
 			g.sync()
@@ -171,7 +172,7 @@ func (c *redoConn) query(ctx context.Context, query string, args []driver.NamedV
 	}
 	rows, err := run()
 	if err == nil && c.rec != nil && !readOnlyStatement(query) {
-		if err := c.rec.add(query, args); err != nil {
+		if err := c.rec.Add(query, args); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -17,10 +17,6 @@ import (
 // only. internal/runlog puts large bodies into content-addressed files
 // under the workspace and keeps the reference here.
 
-func init() {
-	RegisterModels(&RunMessage{}, &RunSnapshot{})
-}
-
 // RunMessage is one message of a durable run's conversation at position
 // Seq. A retried activity writes the same (RunKey, Seq) again, so a row is
 // replaced, never doubled.

@@ -9,8 +9,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-func init() { RegisterModels(&Secret{}) }
-
 // Secret is one write-only secret, encrypted by internal/secrets before it
 // reaches this table: the database never holds a plaintext value.
 type Secret struct {

@@ -89,23 +89,23 @@ func keepSQLiteSequences(tx *gorm.DB, fn func() error) error {
 	return nil
 }
 
-func init() {
-	registerDataMigration(dataMigration{Version: 2, Name: "ids never reused: id sequences past every id events have seen",
-		Up: func(_ context.Context, tx *gorm.DB, driver string) error {
-			if driver != DriverSQLite {
-				return nil // PostgreSQL sequences never go back
-			}
-			for _, s := range []struct{ table, eventsColumn string }{{"tasks", "task_id"}, {"task_runs", "run_id"}} {
-				var high int64
-				q := fmt.Sprintf("SELECT MAX(m) FROM (SELECT COALESCE(MAX(id), 0) AS m FROM %s UNION ALL SELECT COALESCE(MAX(%s), 0) FROM events)",
-					s.table, s.eventsColumn)
-				if err := tx.Raw(q).Scan(&high).Error; err != nil {
-					return fmt.Errorf("highest %s id: %w", s.table, err)
-				}
-				if err := raiseSQLiteSequence(tx, s.table, high); err != nil {
-					return err
-				}
-			}
-			return nil
-		}})
+// raiseIDSequences is data migration 2: on SQLite, the id sequences of
+// tasks and task runs move past every id events have seen, so an id is never
+// given twice.
+func raiseIDSequences(_ context.Context, tx *gorm.DB, driver string) error {
+	if driver != DriverSQLite {
+		return nil // PostgreSQL sequences never go back
+	}
+	for _, s := range []struct{ table, eventsColumn string }{{"tasks", "task_id"}, {"task_runs", "run_id"}} {
+		var high int64
+		q := fmt.Sprintf("SELECT MAX(m) FROM (SELECT COALESCE(MAX(id), 0) AS m FROM %s UNION ALL SELECT COALESCE(MAX(%s), 0) FROM events)",
+			s.table, s.eventsColumn)
+		if err := tx.Raw(q).Scan(&high).Error; err != nil {
+			return fmt.Errorf("highest %s id: %w", s.table, err)
+		}
+		if err := raiseSQLiteSequence(tx, s.table, high); err != nil {
+			return err
+		}
+	}
+	return nil
 }

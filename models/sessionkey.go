@@ -45,16 +45,6 @@ import (
 // sessions: there messages stay keyed by session id with the index on
 // (session_id, seq), sessions by their id, and session_key stays 0.
 // SessionMessagesJoin gives each database its condition.
-func init() {
-	registerDataMigration(dataMigration{Version: 6, Name: "chat_messages: found by their session's sequential key, not its random id",
-		Up: keyMessagesBySession})
-	registerDataMigration(dataMigration{Version: 7, Name: "chat_sessions: keyed by their sequential key on SQLite, without an index on the id",
-		Up: keySessionsByKey})
-	registerDataMigration(dataMigration{Version: 8, Name: "chat_sessions: an index on the id on SQLite (superseded by 9, now nothing)",
-		Up: indexSessionIDs})
-	registerDataMigration(dataMigration{Version: 9, Name: "chat_sessions: found by id through chat_session_ids on SQLite, not an index on the id",
-		Up: digestSessionIDs})
-}
 
 // digestSessionIDs replaces SQLite's index on chat_sessions.id (migration
 // 8) with chat_session_ids, holding every stored session (see

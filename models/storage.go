@@ -61,8 +61,6 @@ type healthProbe struct {
 
 func (healthProbe) TableName() string { return "health_probes" }
 
-func init() { RegisterModels(&healthProbe{}) }
-
 // storageFullWindow is how long a refused write keeps CheckWritable failing.
 const storageFullWindow = 15 * time.Second
 

@@ -10,8 +10,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-func init() { RegisterModels(&WebhookRun{}) }
-
 // Statuses of an asynchronous webhook run.
 const (
 	WebhookRunQueued    = "queued"

@@ -32,7 +32,7 @@ type Notifier interface{ Notify() }
 // Service sends people's decisions to the runs that wait for them.
 type Service struct {
 	Client client.Client
-	Store  *models.Store
+	Store  models.ApprovalStore
 	Events Notifier
 }
 

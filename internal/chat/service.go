@@ -35,7 +35,7 @@ type Service struct {
 	Config  *config.Loaded
 	Agents  *agent.Registry
 	Router  *llm.Router
-	Store   *models.Store
+	Store   models.ChatStore
 	Toolbox *agent.Toolbox
 
 	locks sessionLocks

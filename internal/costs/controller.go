@@ -72,7 +72,7 @@ type Alert struct {
 // Options build a Controller.
 type Options struct {
 	Config *config.Config
-	Store  *models.Store
+	Store  models.LedgerStore
 	Logger *slog.Logger
 	// Agents finds agent allowlists and classification (nil: none).
 	Agents AgentLookup
@@ -135,7 +135,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	if opts.Config == nil || opts.Store == nil {
 		return nil, errors.New("costs: Config and Store are required")
 	}
-	ledger, err := models.NewCostLedger(ctx, opts.Store)
+	ledger, err := opts.Store.OpenCostLedger(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ var allowedMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch}
 // keys are overridden.
 type Channels struct {
 	Config  *config.Config
-	Store   *models.Store
+	Store   models.DeliveryStore
 	Secrets SecretStore
 	// Scrub, when set, holds the effective header values (see RefreshScrub).
 	Scrub  *scrub.Source

@@ -106,7 +106,7 @@ type EventSource interface {
 type Hooks struct {
 	Hooks      []Hook
 	Events     EventSource
-	Store      *models.Store
+	Store      models.DeliveryStore
 	Deliveries *Service
 	Log        *slog.Logger
 	// RetryEvery is the pause before handing an event over again when

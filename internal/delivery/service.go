@@ -48,7 +48,7 @@ type ChannelMessage struct {
 type Service struct {
 	Temporal  client.Client
 	TaskQueue string
-	Store     *models.Store
+	Store     models.DeliveryStore
 	Channels  *Channels
 	Retry     workflows.DeliveryRetry
 	Now       func() time.Time

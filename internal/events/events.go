@@ -36,7 +36,7 @@ type Filter = models.EventFilter
 
 // Bus publishes and fans out events. It is safe for concurrent use.
 type Bus struct {
-	store *models.Store
+	store models.EventStore
 	log   *slog.Logger
 	// PollInterval is how often subscribers look for events of other
 	// processes; set it before the first Subscribe.
@@ -47,7 +47,7 @@ type Bus struct {
 }
 
 // New returns a bus over the store's events table.
-func New(store *models.Store, log *slog.Logger) *Bus {
+func New(store models.EventStore, log *slog.Logger) *Bus {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -32,7 +32,7 @@ func (e *ConfigOwnedError) Fault() fault.Detail {
 // ones registered through the API (stored with sealed secrets), all
 // connected through one Manager.
 type Registry struct {
-	store   *models.Store
+	store   models.MCPStore
 	secrets *secrets.Store
 	manager *Manager
 
@@ -41,7 +41,7 @@ type Registry struct {
 }
 
 // NewRegistry builds the registry over a manager.
-func NewRegistry(store *models.Store, sec *secrets.Store, m *Manager) *Registry {
+func NewRegistry(store models.MCPStore, sec *secrets.Store, m *Manager) *Registry {
 	return &Registry{store: store, secrets: sec, manager: m, configIDs: map[string]bool{}}
 }
 

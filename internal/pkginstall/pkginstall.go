@@ -41,7 +41,7 @@ var ErrUnavailable = errors.New("package install job not started")
 
 // Service records jobs, starts their workflows and runs their steps.
 type Service struct {
-	Store     *models.Store
+	Store     models.PackageInstallStore
 	Temporal  client.Client
 	TaskQueue string
 	// Packages verifies and installs the package a job produced.

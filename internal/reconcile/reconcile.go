@@ -62,7 +62,7 @@ type Publisher interface {
 // Service imports exports and compares them with the ledger.
 type Service struct {
 	Config *config.ReconciliationConfig
-	Store  *models.Store
+	Store  models.ReconcileStore
 	Events Publisher
 	Log    *slog.Logger
 	// HTTP is the client for the export APIs (default: 60 s timeout).

@@ -67,11 +67,11 @@ func setup(t testing.TB, postgres bool) (*Service, *fakeexport.Server, *events) 
 }
 
 // ledgerCall writes a settled ledger row.
-func ledgerCall(t testing.TB, st *models.Store, id, provider, model string, at time.Time, micros int64) {
+func ledgerCall(t testing.TB, st models.ReconcileStore, id, provider, model string, at time.Time, micros int64) {
 	t.Helper()
 	e := models.LedgerEntry{CallID: id, Subject: "admin", Source: "chat", Provider: provider, Model: model, Outcome: models.OutcomeSucceeded,
 		PricingStatus: models.PricingPriced, CostMicros: micros, CreatedAt: at, StartedAt: at, UpdatedAt: at}
-	if err := st.DB.Create(&e).Error; err != nil {
+	if err := st.(*models.Store).DB.Create(&e).Error; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,9 +174,9 @@ func TestImportBothProvidersVarianceAndIdempotence(t *testing.T) {
 	}
 }
 
-func countLines(t *testing.T, st *models.Store) int64 {
+func countLines(t *testing.T, st models.ReconcileStore) int64 {
 	var n int64
-	if err := st.DB.Model(&models.ProviderUsageLine{}).Count(&n).Error; err != nil {
+	if err := st.(*models.Store).DB.Model(&models.ProviderUsageLine{}).Count(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -33,7 +33,7 @@ var ErrOutOfStep = errors.New("the stored conversation of the run is out of step
 
 // Log stores and loads the messages and agent snapshots of durable runs.
 type Log struct {
-	Store *models.Store
+	Store models.RunLogStore
 	// BlobDir holds the content-addressed files (workspace/blobs).
 	BlobDir string
 	// InlineBytes overrides DefaultInlineBytes.

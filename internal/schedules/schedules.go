@@ -65,7 +65,7 @@ type Agents interface {
 type Manager struct {
 	Client    client.Client
 	Agents    Agents
-	Store     *models.Store
+	Store     models.ScheduleStore
 	TaskQueue string
 	Log       *slog.Logger
 	// CatchupWindow overrides DefaultCatchupWindow.

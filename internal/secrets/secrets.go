@@ -55,7 +55,7 @@ func ValidName(name string) bool { return nameRe.MatchString(name) }
 
 // Store seals and stores secrets.
 type Store struct {
-	db      *models.Store
+	db      models.SecretStore
 	keyPath string
 
 	// Scrub, when set, holds every stored value (see RefreshScrub), so that
@@ -69,7 +69,7 @@ type Store struct {
 }
 
 // New uses the key file in credentialsDir (created when first needed).
-func New(db *models.Store, credentialsDir string) *Store {
+func New(db models.SecretStore, credentialsDir string) *Store {
 	return &Store{db: db, keyPath: filepath.Join(credentialsDir, KeyFileName)}
 }
 

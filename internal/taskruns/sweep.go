@@ -64,7 +64,7 @@ func (r *Service) Sweep(ctx context.Context, before time.Time) (int, error) {
 // failed record).
 func (r *Service) RunSweeper(ctx context.Context, log *slog.Logger) {
 	startGrace := time.Duration(0)
-	if r.Store.Driver != models.DriverSQLite {
+	if r.Store.DriverName() != models.DriverSQLite {
 		startGrace = staleStartAge
 	}
 	sweeper.Run(ctx, log, "task run sweep", "failed the task runs whose workflow a crash kept from starting",

@@ -46,7 +46,7 @@ type Notifier interface{ Notify() }
 // fails the row is removed again.
 type Service struct {
 	Client client.Client
-	Store  *models.Store
+	Store  models.TaskRunStore
 	Agents *agent.Registry
 	Router *llm.Router
 	// Toolbox gives the agent's tool schemas (builtins and MCP).

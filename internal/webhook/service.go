@@ -71,7 +71,7 @@ type Reply struct {
 type Service struct {
 	Chat   *chat.Service
 	Agents *agent.Registry
-	Store  *models.Store
+	Store  models.WebhookStore
 	// ClaimLease: see DefaultClaimLease.
 	ClaimLease time.Duration
 	// Temporal and TaskQueue start asynchronous runs (?async=true).

@@ -1,11 +1,11 @@
-package models
+package sqlitewriter
 
 import (
 	"sync/atomic"
 	"unsafe"
 )
 
-// boxStable returns s as an interface value, the same one each time for a
+// BoxStable returns s as an interface value, the same one each time for a
 // string that is the same from call to call: an agent's id and model, the
 // workspace, a price's version, a status constant. Boxing a string
 // allocates (Go copies its header to the heap), and a chat request's
@@ -15,11 +15,11 @@ import (
 // A string is recognised by where its bytes are and how many there are:
 // strings are immutable, so the same bytes at the same address are the same
 // string. A string the request made itself (a call id, a reply) never
-// matches and is boxed anew, so callers use boxStable only for values that
+// matches and is boxed anew, so callers use BoxStable only for values that
 // come from configuration or constants; anything else would only churn the
 // table. The table holds a few hundred entries (and keeps their strings
 // alive), one per slot, the last one boxed there.
-func boxStable(s string) any {
+func BoxStable(s string) any {
 	if s == "" {
 		return s // the empty string boxes without an allocation
 	}

@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// checkpointer copies SQLite's write-ahead log back into the database file
+// Checkpointer copies SQLite's write-ahead log back into the database file
 // from its own connection, so that the writers mostly do not.
 //
 // By default SQLite checkpoints inside the commit that takes the WAL past
@@ -37,7 +37,7 @@ import (
 //
 // Durability is unchanged: a commit is in the WAL either way; a checkpoint
 // only moves it.
-type checkpointer struct {
+type Checkpointer struct {
 	db   *sql.DB
 	log  *slog.Logger
 	stop chan struct{}
@@ -52,21 +52,21 @@ type checkpointer struct {
 // copied once for many commits.
 const checkpointEvery = 200 * time.Millisecond
 
-// startCheckpointer opens the checkpoint connection on dsn and starts the
+// StartCheckpointer opens the checkpoint connection on dsn and starts the
 // loop.
-func startCheckpointer(dsn string, log *slog.Logger) (*checkpointer, error) {
+func StartCheckpointer(dsn string, log *slog.Logger) (*Checkpointer, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: SQLite checkpoint connection: %w", err)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	c := &checkpointer{db: db, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &Checkpointer{db: db, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c, nil
 }
 
-func (c *checkpointer) run() {
+func (c *Checkpointer) run() {
 	defer close(c.done)
 	t := time.NewTicker(checkpointEvery)
 	defer t.Stop()
@@ -77,7 +77,7 @@ func (c *checkpointer) run() {
 			return
 		case <-t.C:
 		}
-		err := c.checkpoint(context.Background(), "PASSIVE")
+		err := c.Checkpoint(context.Background(), "PASSIVE")
 		// Say it once when checkpoints start failing and once when they
 		// recover, not five times a second.
 		switch {
@@ -91,7 +91,7 @@ func (c *checkpointer) run() {
 }
 
 // checkpoint runs one checkpoint of the given mode.
-func (c *checkpointer) checkpoint(ctx context.Context, mode string) error {
+func (c *Checkpointer) Checkpoint(ctx context.Context, mode string) error {
 	var busy, logFrames, copied int
 	err := c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &logFrames, &copied)
 	if err != nil {
@@ -102,10 +102,14 @@ func (c *checkpointer) checkpoint(ctx context.Context, mode string) error {
 }
 
 // Close stops the loop and closes its connection.
-func (c *checkpointer) Close() {
+func (c *Checkpointer) Close() {
 	c.once.Do(func() {
 		close(c.stop)
 		<-c.done
 		_ = c.db.Close()
 	})
 }
+
+// Copied is how many WAL frames the checkpointer copied into the database
+// file so far (tests).
+func (c *Checkpointer) Copied() int64 { return c.copied.Load() }

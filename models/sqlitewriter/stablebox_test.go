@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"strings"
@@ -7,21 +7,21 @@ import (
 
 func TestBoxStableKeepsTheValue(t *testing.T) {
 	agent := strings.Repeat("agent", 3) // made at run time, like a configured value
-	if boxStable(agent) != any(agent) || boxStable("") != any("") {
+	if BoxStable(agent) != any(agent) || BoxStable("") != any("") {
 		t.Fatal("a boxed string differs from the string")
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = boxStable(agent) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = BoxStable(agent) }); n != 0 {
 		t.Fatalf("boxing the same string again allocated %v times", n)
 	}
 	// A different string with equal bytes, and strings sharing a prefix of
 	// the same bytes, box their own contents.
 	other := strings.Repeat("agent", 3)
-	if boxStable(other) != any(agent) {
+	if BoxStable(other) != any(agent) {
 		t.Fatal("equal strings at different addresses box differently")
 	}
 	long := "agentagentagent-and-more"
 	for n := 1; n <= len(long); n++ {
-		if got := boxStable(long[:n]); got != any(long[:n]) {
+		if got := BoxStable(long[:n]); got != any(long[:n]) {
 			t.Fatalf("prefix of %d bytes boxed as %q", n, got)
 		}
 	}
@@ -31,6 +31,6 @@ func BenchmarkBoxStable(b *testing.B) {
 	agent := strings.Repeat("agent", 3)
 	b.ReportAllocs()
 	for range b.N {
-		_ = boxStable(agent)
+		_ = BoxStable(agent)
 	}
 }

@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// redoLog lets the group commit acknowledge a batch before SQLite commits
+// RedoLog lets the group commit acknowledge a batch before SQLite commits
 // it (see GroupCommit's lingering transaction).
 //
 // A SQLite commit costs about the same whatever it holds: BEGIN IMMEDIATE's
@@ -44,7 +44,7 @@ import (
 //
 // Only the process holding the admission journal's lock uses it (one
 // gateway owns a SQLite file).
-type redoLog struct {
+type RedoLog struct {
 	f    *os.File
 	size int64
 	// seq is the number of the last record written; committed the
@@ -70,18 +70,18 @@ const (
 	createRedoTableSQL = `CREATE TABLE IF NOT EXISTS redo_applied (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL)`
 	seedRedoSQL        = `INSERT OR IGNORE INTO redo_applied (id, seq) VALUES (1, 0)`
 	readRedoSQL        = `SELECT seq FROM redo_applied WHERE id = 1`
-	setRedoSQL         = `UPDATE redo_applied SET seq = ? WHERE id = 1`
+	SetRedoSQL         = `UPDATE redo_applied SET seq = ? WHERE id = 1`
 )
 
-// openRedoLog opens the redo log of the SQLite database at dbPath (the
+// OpenRedoLog opens the redo log of the SQLite database at dbPath (the
 // caller holds the journal's lock), runs the records the last process left
 // uncommitted, and empties it.
-func openRedoLog(ctx context.Context, db *sql.DB, dbPath string, log *slog.Logger) (*redoLog, error) {
+func OpenRedoLog(ctx context.Context, db *sql.DB, dbPath string, log *slog.Logger) (*RedoLog, error) {
 	f, err := os.OpenFile(dbPath+"-redo", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open redo log: %w", err)
 	}
-	r := &redoLog{f: f}
+	r := &RedoLog{f: f}
 	ran, err := r.recover(ctx, db)
 	if err != nil {
 		f.Close()
@@ -95,7 +95,7 @@ func openRedoLog(ctx context.Context, db *sql.DB, dbPath string, log *slog.Logge
 
 // recover runs the records past the database's redo_applied.seq in one
 // transaction, empties the file and returns how many it ran.
-func (r *redoLog) recover(ctx context.Context, db *sql.DB) (ran int, _ error) {
+func (r *RedoLog) recover(ctx context.Context, db *sql.DB) (ran int, _ error) {
 	records, err := readRedoRecords(r.f)
 	if err != nil {
 		return 0, err
@@ -130,7 +130,7 @@ func (r *redoLog) recover(ctx context.Context, db *sql.DB) (ran int, _ error) {
 		ran++
 	}
 	if last != applied {
-		if _, err := tx.ExecContext(ctx, setRedoSQL, int64(last)); err != nil {
+		if _, err := tx.ExecContext(ctx, SetRedoSQL, int64(last)); err != nil {
 			return 0, fmt.Errorf("redo log: %w", err)
 		}
 	}
@@ -138,10 +138,10 @@ func (r *redoLog) recover(ctx context.Context, db *sql.DB) (ran int, _ error) {
 		return 0, fmt.Errorf("redo log: commit: %w", err)
 	}
 	r.seq, r.committed = last, last
-	return ran, r.truncate()
+	return ran, r.Truncate()
 }
 
-func (r *redoLog) truncate() error {
+func (r *RedoLog) Truncate() error {
 	if err := r.f.Truncate(0); err != nil {
 		return fmt.Errorf("empty redo log: %w", err)
 	}
@@ -152,13 +152,13 @@ func (r *redoLog) truncate() error {
 	return nil
 }
 
-func (r *redoLog) close() { r.f.Close() }
+func (r *RedoLog) Close() { r.f.Close() }
 
 // startBatch forgets the statements of a previous attempt.
-func (r *redoLog) startBatch() { r.cur = r.cur[:0] }
+func (r *RedoLog) StartBatch() { r.cur = r.cur[:0] }
 
 // add records one statement the batch ran.
-func (r *redoLog) add(query string, args []driver.NamedValue) error {
+func (r *RedoLog) Add(query string, args []driver.NamedValue) error {
 	if r.replaying {
 		return nil
 	}
@@ -178,7 +178,7 @@ func (r *redoLog) add(query string, args []driver.NamedValue) error {
 // write appends the current batch as a record (one write) and keeps its
 // statements in pending. Nothing is written for a batch without
 // statements.
-func (r *redoLog) write() error {
+func (r *RedoLog) Write() error {
 	if len(r.cur) == 0 {
 		return nil
 	}
@@ -203,21 +203,21 @@ func (r *redoLog) write() error {
 }
 
 // recorded reports whether batches are acknowledged and not committed.
-func (r *redoLog) recorded() bool { return r.seq != r.committed }
+func (r *RedoLog) Recorded() bool { return r.seq != r.committed }
 
 // committedUpTo notes that the transaction holding every record up to seq
 // committed, and empties the file once it is large.
-func (r *redoLog) committedUpTo(seq uint64) {
+func (r *RedoLog) CommittedUpTo(seq uint64) {
 	r.committed = seq
 	r.pending = r.pending[:0]
 	if r.size > redoFileLimit && r.seq == seq {
-		_ = r.truncate() // on failure the file only grows; its records are all committed
+		_ = r.Truncate() // on failure the file only grows; its records are all committed
 	}
 }
 
 // runPending runs the acknowledged batches again in tx, after the
 // transaction that held them was rolled back.
-func (r *redoLog) runPending(ctx context.Context, tx *sql.Tx) error {
+func (r *RedoLog) RunPending(ctx context.Context, tx *sql.Tx) error {
 	if len(r.pending) == 0 {
 		return nil
 	}
@@ -382,3 +382,15 @@ func readRedoRecords(f *os.File) ([]redoRecord, error) {
 	}
 	return out, nil
 }
+
+// Seq is the number of the last record written (the batch a commit now
+// marks as applied with SetRedoSQL).
+func (r *RedoLog) Seq() uint64 { return r.seq }
+
+// Buffered is how many bytes of statements the log holds for the batches
+// not committed yet (pending and the current batch's).
+func (r *RedoLog) Buffered() int { return len(r.pending) + len(r.cur) }
+
+// SetReplaying turns recording off (true) while the writer runs statements
+// that are no batch's (the commit's SetRedoSQL), and on again.
+func (r *RedoLog) SetReplaying(on bool) { r.replaying = on }

@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"database/sql/driver"
@@ -23,9 +23,9 @@ func TestUTCTimeTextIsTheDriversText(t *testing.T) {
 		cases = append(cases, time.Unix(r.Int64N(253402300799-(-30610224000))-30610224000, r.Int64N(1e9)).UTC())
 	}
 	for _, c := range cases {
-		got, ok := utcTimeText(c)
+		got, ok := UTCTimeText(c)
 		if !ok || got != c.String() {
-			t.Fatalf("utcTimeText(%v) = %q, %v; want %q", c, got, ok, c.String())
+			t.Fatalf("UTCTimeText(%v) = %q, %v; want %q", c, got, ok, c.String())
 		}
 	}
 	for _, c := range []time.Time{
@@ -36,13 +36,13 @@ func TestUTCTimeTextIsTheDriversText(t *testing.T) {
 		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
 		{},
 	} {
-		if s, ok := utcTimeText(c); ok {
-			t.Errorf("utcTimeText(%v) = %q, want it left to the driver", c, s)
+		if s, ok := UTCTimeText(c); ok {
+			t.Errorf("UTCTimeText(%v) = %q, want it left to the driver", c, s)
 		}
 	}
 	args := []driver.NamedValue{{Value: cases[1]}, {Value: time.Now()}, {Value: int64(3)}}
-	var texts timeTexts
-	texts.timesAsText(args)
+	var texts TimeTexts
+	texts.TimesAsText(args)
 	if args[0].Value != cases[1].String() {
 		t.Errorf("a UTC time became %v", args[0].Value)
 	}
@@ -58,11 +58,11 @@ func TestTimeTextsRemembersRecentTimes(t *testing.T) {
 	base := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	times := []time.Time{base, base.Add(time.Nanosecond), base, base.Add(time.Second), base.Add(time.Nanosecond), base,
 		base.Add(time.Nanosecond), base.In(time.FixedZone("X", 0)), base}
-	var texts timeTexts
+	var texts TimeTexts
 	for round := range 2 {
 		for i, tm := range times {
 			args := []driver.NamedValue{{Value: tm}, {Value: tm}}
-			texts.timesAsText(args)
+			texts.TimesAsText(args)
 			want := any(tm.String())
 			if tm.Location() != time.UTC {
 				want = tm // left to the driver
@@ -85,7 +85,7 @@ func BenchmarkUTCTimeText(b *testing.B) {
 	})
 	b.Run("direct", func(b *testing.B) {
 		for b.Loop() {
-			_, _ = utcTimeText(now)
+			_, _ = UTCTimeText(now)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"database/sql/driver"
@@ -10,30 +10,30 @@ import (
 // format every row of the store was written in. That goes through the
 // general layout interpreter, and the group commit's writer formats about
 // ten times per chat request, serially, for every request of the gateway
-// (1.8 % of its CPU at 64 connections). timesAsText binds the same text,
+// (1.8 % of its CPU at 64 connections). TimesAsText binds the same text,
 // written directly, for the times the store passes: UTC, without a
 // monotonic reading, years 1000-9999. Any other time is left to the driver.
 
-// timeTexts replaces the common times among a statement's arguments by
-// their text (timesAsText). It keeps the last few times it wrote: the
+// TimeTexts replaces the common times among a statement's arguments by
+// their text (TimesAsText). It keeps the last few times it wrote: the
 // writer binds the same instant several times per chat request (a
 // session's created and updated times and its messages' all hold one "now",
 // a ledger row its finish twice), and each text, and the interface value
 // holding it, is otherwise one more allocation. One per connection: a
 // connection runs one statement at a time.
-type timeTexts struct {
+type TimeTexts struct {
 	times [timeTextsKept]time.Time
 	texts [timeTextsKept]driver.Value
 	next  int
 }
 
-// timeTextsKept is how many distinct times a timeTexts remembers (a chat
+// timeTextsKept is how many distinct times a TimeTexts remembers (a chat
 // request's exchange binds two: its start and now).
 const timeTextsKept = 2
 
-// timesAsText replaces the common times among args by their text, in place
+// TimesAsText replaces the common times among args by their text, in place
 // (args are the driver's own copy of a statement's arguments).
-func (c *timeTexts) timesAsText(args []driver.NamedValue) {
+func (c *TimeTexts) TimesAsText(args []driver.NamedValue) {
 	for i := range args {
 		t, ok := args[i].Value.(time.Time)
 		if !ok {
@@ -46,7 +46,7 @@ func (c *timeTexts) timesAsText(args []driver.NamedValue) {
 }
 
 // text is t's text as a driver value, or nil when t is left to the driver.
-func (c *timeTexts) text(t time.Time) driver.Value {
+func (c *TimeTexts) text(t time.Time) driver.Value {
 	for k := range c.times {
 		// ==, not Equal: the text depends on the location too. An empty
 		// slot (no text yet) matches nothing.
@@ -54,7 +54,7 @@ func (c *timeTexts) text(t time.Time) driver.Value {
 			return c.texts[k]
 		}
 	}
-	s, ok := utcTimeText(t)
+	s, ok := UTCTimeText(t)
 	if !ok {
 		return nil
 	}
@@ -64,9 +64,9 @@ func (c *timeTexts) text(t time.Time) driver.Value {
 	return v
 }
 
-// utcTimeText is t.String() for a UTC time without a monotonic reading in
+// UTCTimeText is t.String() for a UTC time without a monotonic reading in
 // years 1000-9999 (ok false for any other time).
-func utcTimeText(t time.Time) (string, bool) {
+func UTCTimeText(t time.Time) (string, bool) {
 	if t.Location() != time.UTC || t != t.Round(0) {
 		return "", false
 	}
