@@ -13,7 +13,7 @@ import (
 // takes people's decisions (docs/approvals.md).
 type ApprovalsFeature struct {
 	Approvals *approvals.Service
-	Store     *models.Store
+	Store     models.ApprovalStore
 }
 
 // Register implements Feature.

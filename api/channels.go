@@ -30,7 +30,7 @@ import (
 type ChannelsFeature struct {
 	Channels   *delivery.Channels
 	Deliveries *delivery.Service
-	Store      *models.Store
+	Store      models.DeliveryStore
 }
 
 // Register implements Feature.

@@ -20,7 +20,7 @@ import (
 // the providers' admin APIs).
 type ReconciliationFeature struct {
 	Runner *reconcile.Scheduler
-	Store  *models.Store
+	Store  models.ReconcileStore
 	Logger interface {
 		Warn(msg string, args ...any)
 	}

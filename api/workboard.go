@@ -32,7 +32,7 @@ var errNoTaskRuns = fault.TemporalUnavailable("task runs are not available (no T
 type WorkboardFeature struct {
 	// Enabled is workboard.enabled; when false every route answers 503.
 	Enabled bool
-	Store   *models.Store
+	Store   models.WorkboardStore
 	Runs    *taskruns.Service
 	Events  *events.Bus
 	// ArtifactsDir is the workspace's artifact area; downloads never

@@ -572,3 +572,31 @@ func (s *Store) ListFeedback(ctx context.Context, agentID string, limit int) ([]
 	}
 	return rows, q.Scan(&rows).Error
 }
+
+// SessionSummary is one remembered conversation as GET /memory lists it.
+type SessionSummary struct {
+	SessionID string    `json:"session_id"`
+	AgentID   string    `json:"agent_id"`
+	UserID    string    `json:"user_id"`
+	Username  string    `json:"username"`
+	Source    string    `json:"source"`
+	Messages  int64     `json:"messages"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ListSessionSummaries lists the most recently updated sessions (of one
+// agent when agentID is set) with their message counts, newest first.
+func (s *Store) ListSessionSummaries(ctx context.Context, agentID string, limit int) ([]SessionSummary, error) {
+	q := s.DB.WithContext(ctx).Table("chat_sessions AS s").
+		Select("s.id AS session_id, s.agent_id, s.user_id, s.username, s.source, s.updated_at, " +
+			"(SELECT COUNT(*) FROM chat_messages m WHERE " + s.SessionMessagesJoin() + ") AS messages").
+		Order("s.updated_at DESC, s.id").Limit(limit)
+	if agentID != "" {
+		q = q.Where("s.agent_id = ?", agentID)
+	}
+	sessions := []SessionSummary{}
+	if err := q.Scan(&sessions).Error; err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return sessions, nil
+}

@@ -32,7 +32,8 @@ type ChatStore interface {
 	FindRun(ctx context.Context, agentID, sessionID, runID, responseID string) (*AgentRun, error)
 	UpsertFeedback(ctx context.Context, fb *Feedback) (*Feedback, *LearningProposal, error)
 	ListFeedback(ctx context.Context, agentID string, limit int) ([]FeedbackWithProposal, error)
-	SessionMessagesJoin() string
+	// ListSessionSummaries is GET /memory's listing.
+	ListSessionSummaries(ctx context.Context, agentID string, limit int) ([]SessionSummary, error)
 }
 
 // DeliveryStore is the deliveries domain (deliveries*.go): outbound messages,
