@@ -26,7 +26,6 @@ import (
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/worker"
-	"github.com/agentryhq/agentry/workflows"
 )
 
 // Services are the feature services built on top of the foundation. Each
@@ -40,8 +39,6 @@ type Services struct {
 	cancel context.CancelFunc
 	// bg lives until Stop: background work of the services.
 	bg context.Context
-	// deliveryRetry is runtime.delivery, for the worker's activities.
-	deliveryRetry workflows.DeliveryRetry
 
 	Agents  *agent.Registry
 	Router  *llm.Router
@@ -139,7 +136,7 @@ func (s *Services) workerDeps() worker.Deps {
 	g := s.gw
 	return worker.Deps{Temporal: g.Temporal, TaskQueue: g.Config.Temporal.TaskQueue, Logger: s.log,
 		Config: g.Config, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, RunLog: s.RunLog, Chat: s.Chat,
-		Events: s.Events, Channels: s.Channels, Retry: s.deliveryRetry, SSRF: SSRFPolicy(&g.Config.Config),
+		Events: s.Events, Channels: s.Channels, Retry: s.Deliveries.Retry, SSRF: SSRFPolicy(&g.Config.Config),
 		Reconcile: s.Reconcile, PackageInstalls: s.PackageInstalls}
 }
 
@@ -167,7 +164,6 @@ func (s *Services) addDelivery(bg context.Context) error {
 	// Deliveries recorded by a process that died before starting their
 	// workflow are started now and by a sweep every minute.
 	go s.Deliveries.RunSweeper(bg, s.log)
-	s.deliveryRetry = retry
 	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
 	s.Agents.OnChange(s.Schedules.Notify)
 	go s.Schedules.Run(bg)
