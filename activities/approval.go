@@ -20,7 +20,7 @@ import (
 // approval steps of the agent-run core, workflows/approval.go) for every
 // kind of run.
 type ApprovalActivities struct {
-	Store  *models.Store
+	Store  models.ApprovalStore
 	Log    *runlog.Log
 	Events Notifier
 }

@@ -22,7 +22,7 @@ type Targets interface {
 
 // DeliveryActivities are the activities of the Delivery workflow.
 type DeliveryActivities struct {
-	Store   *models.Store
+	Store   models.DeliveryStore
 	Targets Targets
 	Sender  *delivery.Sender
 	Log     *slog.Logger

@@ -32,7 +32,7 @@ type Agents interface {
 type ScheduledActivities struct {
 	Chat     *chat.Service
 	Agents   Agents
-	Store    *models.Store
+	Store    ScheduledStore
 	Channels *delivery.Channels
 	// Retry is runtime.delivery, copied into the messages it creates.
 	Retry workflows.DeliveryRetry

@@ -40,7 +40,7 @@ type Notifier interface{ Notify() }
 
 // TaskRunActivities are the activities of the TaskRun workflow.
 type TaskRunActivities struct {
-	Store   *models.Store
+	Store   TaskRunStore
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
 	Events  Notifier

@@ -30,7 +30,7 @@ type WebhookRunActivities struct {
 	Config   *config.Loaded
 	Chat     *chat.Service
 	Agents   Agents
-	Store    *models.Store
+	Store    WebhookRunStore
 	Router   *llm.Router
 	Toolbox  *agent.Toolbox
 	Log      *runlog.Log
