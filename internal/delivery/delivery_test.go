@@ -18,6 +18,7 @@ import (
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/secrets"
+	"github.com/agentryhq/agentry/internal/signature"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -175,10 +176,10 @@ func TestSenderSignsAndKeepsConfiguredHeaders(t *testing.T) {
 	}
 	r := rec.reqs[0]
 	if r.Method != "PUT" || r.Header.Get("Authorization") != "Bearer xyz" || r.Header.Get("X-Team") != "ops" ||
-		r.Header.Get("Content-Type") != "application/vnd.agentry+json" || r.Header.Get(HeaderDelivery) != "dlv_1" {
+		r.Header.Get("Content-Type") != "application/vnd.agentry+json" || r.Header.Get(signature.HeaderDelivery) != "dlv_1" {
 		t.Fatalf("headers: %v", r.Header)
 	}
-	if err := Verify("k", r.Header, rec.bodies[0], time.Now(), 0); err != nil {
+	if err := signature.Verify("k", r.Header, rec.bodies[0], time.Now(), 0); err != nil {
 		t.Fatalf("receiver cannot verify: %v", err)
 	}
 
@@ -188,8 +189,8 @@ func TestSenderSignsAndKeepsConfiguredHeaders(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	r = rec.reqs[1]
-	if r.Header.Get(HeaderSignature) != "" || r.Header.Get(HeaderTimestamp) != "" || r.Method != "POST" ||
-		r.Header.Get("Content-Type") != "application/json" || r.Header.Get(HeaderDelivery) != "dlv_2" {
+	if r.Header.Get(signature.HeaderSignature) != "" || r.Header.Get(signature.HeaderTimestamp) != "" || r.Method != "POST" ||
+		r.Header.Get("Content-Type") != "application/json" || r.Header.Get(signature.HeaderDelivery) != "dlv_2" {
 		t.Fatalf("unsigned request headers: %v", r.Header)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/signature"
 )
 
 // HeaderLine is one "Name: value" line of channels.webhook.headers.
@@ -18,7 +19,7 @@ type HeaderLine struct {
 // reservedHeaders are set by the sender; configured lines cannot replace
 // them (signature headers, and what net/http computes itself).
 var reservedHeaders = map[string]bool{
-	HeaderTimestamp: true, HeaderSignature: true, HeaderDelivery: true,
+	signature.HeaderTimestamp: true, signature.HeaderSignature: true, signature.HeaderDelivery: true,
 	"Content-Length": true, "Host": true, "Transfer-Encoding": true, "Connection": true,
 }
 

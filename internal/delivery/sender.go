@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/scrub"
+	"github.com/agentryhq/agentry/internal/signature"
 	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/workflows"
 )
@@ -115,8 +116,8 @@ func (s *Sender) send(ctx context.Context, t Target, deliveryID string, body []b
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", s.UserAgent)
 	}
-	req.Header.Set(HeaderDelivery, deliveryID)
-	SetSignature(req.Header, t.Secret, s.Now(), body)
+	req.Header.Set(signature.HeaderDelivery, deliveryID)
+	signature.SetSignature(req.Header, t.Secret, s.Now(), body)
 
 	start := time.Now()
 	resp, err := s.client.Do(req)
