@@ -66,7 +66,7 @@ func newService(t *testing.T) (*Service, *starts) {
 func newTask(t *testing.T, s *Service, agentID string) *models.Task {
 	t.Helper()
 	title := "Write the report"
-	task, err := s.Store.CreateTask(context.Background(), models.TaskFields{Title: &title, AgentID: &agentID})
+	task, err := s.Store.(models.WorkboardStore).CreateTask(context.Background(), models.TaskFields{Title: &title, AgentID: &agentID})
 	if err != nil {
 		t.Fatal(err)
 	}
