@@ -3,15 +3,12 @@ package models
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -52,8 +49,9 @@ import (
 // SQLite file; see docs/decisions.md); another process opening the same
 // database admits through SQLite as before.
 //
-// Everything except reservedSnapshot runs under the group commit's
-// writing lock (on the writer's goroutine, or a caller running its batch).
+// Everything except reservedSnapshot and heldReservations runs under the
+// group commit's writing lock (on the writer's goroutine, or a caller
+// running its batch): the writer calls it through ledgerHook.
 type admissionJournal struct {
 	base  string // file name prefix: <db>-admissions
 	lock  io.Closer
@@ -84,7 +82,6 @@ type admissionJournal struct {
 	heldMicros int64
 
 	// The attempt at a batch in progress.
-	job      int                  // index of the job being run
 	added    []*deferredAdmission // journaled by this attempt
 	resolved []*deferredAdmission // settled or written by this attempt's transaction
 	delta    map[string]int64     // change of reserved by this attempt
@@ -145,11 +142,6 @@ const (
 	// admission's write before they are written on their own.
 	doneLinesAlone = 512
 )
-
-// errNeedsTx asks the writer to run a job again inside the batch's
-// transaction: a journaled admission needs the database when a counter it
-// decides on is not held in memory, or to record a rejection.
-var errNeedsTx = errors.New("the job needs the batch's transaction")
 
 // openAdmissionJournal opens the journal of the SQLite database at dbPath
 // and returns the admissions the last process left unfinished, or a nil
@@ -275,9 +267,10 @@ func (j *admissionJournal) reservedFor(key string) int64 {
 	return j.reserved[key] + j.delta[key]
 }
 
-// admit journals an admission decided by the current job.
-func (j *admissionJournal) admit(d *deferredAdmission) {
-	d.job = j.job
+// admit journals an admission decided by the batch's job (its index in
+// the batch, sqlitewriter.GroupCommit.Job).
+func (j *admissionJournal) admit(d *deferredAdmission, job int) {
+	d.job = job
 	j.added = append(j.added, d)
 	for _, k := range d.keys {
 		j.delta[k] += d.amount
@@ -518,89 +511,4 @@ func (j *admissionJournal) heldReservations() (count, micros int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.heldCount, j.heldMicros
-}
-
-// ---- writing a journaled admission to the database ----
-
-// writeAdmission writes d as a committed admission would have: the pending
-// row, the reservation and the amount reserved on the counters.
-func (g *GroupCommit) writeAdmission(ctx context.Context, tx *sql.Tx, d *deferredAdmission) error {
-	e := d.entry
-	if err := g.Exec(ctx, tx, upsertPendingSQL, pendingArgs(&e)...); err != nil {
-		return fmt.Errorf("write ledger row %s: %w", e.CallID, err)
-	}
-	if len(d.keys) == 0 {
-		return nil
-	}
-	if err := g.Exec(ctx, tx, insertReservationSQL, d.id, e.CallID, d.amount, strings.Join(d.keys, ","), e.Provider,
-		d.expiresAt.UTC(), e.StartedAt.UTC()); err != nil {
-		return fmt.Errorf("insert reservation: %w", err)
-	}
-	_, err := g.counters.add(ctx, tx, d.keys, d.amount, 0, e.StartedAt.UTC())
-	return err
-}
-
-// writeHeldWhere writes the journaled admissions that match to the
-// database now: the reaper's, whose clock may run ahead of the hold's
-// (ReapExpired, ExpireStalePending).
-func (g *GroupCommit) writeHeldWhere(ctx context.Context, match func(*deferredAdmission) bool) error {
-	if g == nil || g.journal == nil {
-		return nil
-	}
-	return g.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		for _, d := range g.journal.due(true) {
-			if d.resolving || !match(d) {
-				continue
-			}
-			if err := g.writeAdmission(ctx, tx, d); err != nil {
-				return err
-			}
-			g.journal.resolve(d)
-		}
-		return nil
-	})
-}
-
-const seedCounterSQL = `INSERT INTO cost_budget_counters (counter_key, spent_micros, reserved_micros, updated_at) VALUES (?, 0, 0, ?)
-ON CONFLICT (counter_key) DO NOTHING`
-
-const journaledInDatabaseSQL = `SELECT EXISTS (SELECT 1 FROM cost_ledger WHERE call_id = ? AND settled_admission = ?)
-OR EXISTS (SELECT 1 FROM cost_reservations WHERE id = ?)`
-
-// recoverJournal writes the admissions a crashed process left unfinished
-// (see admissionJournal), skipping any its database already has, then
-// empties the journal.
-func (g *GroupCommit) recoverJournal(ctx context.Context, left []*deferredAdmission) error {
-	if len(left) > 0 {
-		err := g.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			q, err := g.Stmt(ctx, tx, journaledInDatabaseSQL)
-			if err != nil {
-				return err
-			}
-			for _, d := range left {
-				var there bool
-				if err := q.QueryRowContext(ctx, d.entry.CallID, d.id, d.id).Scan(&there); err != nil {
-					return fmt.Errorf("recover admission %s: %w", d.id, err)
-				}
-				if there {
-					continue
-				}
-				d.keys = slices.Sorted(slices.Values(d.keys))
-				for _, k := range d.keys {
-					// A counter purged since (idle for 40 days) starts again.
-					if err := g.Exec(ctx, tx, seedCounterSQL, k, d.entry.StartedAt.UTC()); err != nil {
-						return fmt.Errorf("recover admission %s: %w", d.id, err)
-					}
-				}
-				if err := g.writeAdmission(ctx, tx, d); err != nil {
-					return fmt.Errorf("recover admission %s: %w", d.id, err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return g.journal.reset()
 }

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // journalTestLedger opens a SQLite store at path (with the admission
@@ -44,7 +46,7 @@ func dbCounter(t *testing.T, st *Store, key string) CounterValue {
 // setHold changes the journal's hold on the writer's goroutine.
 func setHold(t *testing.T, st *Store, d time.Duration) {
 	t.Helper()
-	if err := st.Group.Do(context.Background(), func(context.Context, *sql.Tx) error { st.Group.journal.hold = d; return nil }); err != nil {
+	if err := st.Group.Do(context.Background(), nil, func(context.Context, *sql.Tx) error { st.hook.journal.hold = d; return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -65,7 +67,7 @@ func TestJournaledCallLeavesTheSameRowAsACommittedOne(t *testing.T) {
 	ctx := context.Background()
 	journaled, jl := journalTestLedger(t, filepath.Join(t.TempDir(), "j.db"), false)
 	committed, cl := journalTestLedger(t, filepath.Join(t.TempDir(), "c.db"), true)
-	if journaled.Group.journal == nil || committed.Group.journal != nil {
+	if journaled.hook.journal == nil || committed.hook.journal != nil {
 		t.Fatal("want one store with the journal and one without")
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -295,12 +297,12 @@ func TestJournalFailureTakesNothingAndASecondProcessCommits(t *testing.T) {
 	st, l := journalTestLedger(t, path, false)
 	other := mustOpen(t, Options{Driver: DriverSQLite, DSN: path})
 	defer other.Close()
-	if other.Group.journal != nil {
+	if other.hook.journal != nil {
 		t.Fatal("a second process on the database took the journal too")
 	}
 
 	now := time.Now().UTC()
-	st.Group.journal.files[st.Group.journal.cur].Close() // the writes now fail
+	st.hook.journal.files[st.hook.journal.cur].Close() // the writes now fail
 	_, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry("c1", now), AdmissionID: "a-c1", Keys: []string{"d"}, WorstMicros: 40,
 		ExpiresAt: now.Add(time.Hour)})
 	if err == nil {
@@ -363,8 +365,8 @@ func TestJournalTurnsFilesWithoutLosingAHeldAdmission(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "live.db")
 	st, l := journalTestLedger(t, path, false)
-	if err := st.Group.Do(ctx, func(context.Context, *sql.Tx) error {
-		st.Group.journal.fileLimit, st.Group.journal.hold = 2048, time.Hour
+	if err := st.Group.Do(ctx, heldFor(ctx), func(context.Context, *sql.Tx) error {
+		st.hook.journal.fileLimit, st.hook.journal.hold = 2048, time.Hour
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -394,7 +396,7 @@ func TestJournalTurnsFilesWithoutLosingAHeldAdmission(t *testing.T) {
 			admit(id)
 			settle(id)
 			var cur int
-			_ = st.Group.Do(ctx, func(context.Context, *sql.Tx) error { cur = st.Group.journal.cur; return nil })
+			_ = st.Group.Do(ctx, heldFor(ctx), func(context.Context, *sql.Tx) error { cur = st.hook.journal.cur; return nil })
 			if cur != last {
 				turns, last = turns+1, cur
 			}
@@ -425,7 +427,7 @@ func TestJournalTurnsFilesWithoutLosingAHeldAdmission(t *testing.T) {
 }
 
 // The calls in flight (journaled admissions not settled) decide who runs a
-// write: with more than inlineInFlightLimit the callers queue theirs for
+// write: with more than sqlitewriter.InlineInFlightLimit the callers queue theirs for
 // the writer, which gathers them into one batch; once they are settled a
 // caller runs its own again.
 func TestCallsInFlightSendWritesToTheWriter(t *testing.T) {
@@ -433,7 +435,7 @@ func TestCallsInFlightSendWritesToTheWriter(t *testing.T) {
 	st, l := journalTestLedger(t, filepath.Join(t.TempDir(), "a.db"), false)
 	g := st.Group
 	now := time.Now().UTC()
-	const calls = inlineInFlightLimit + 2
+	const calls = sqlitewriter.InlineInFlightLimit + 2
 	for i := range calls {
 		id := fmt.Sprintf("c%d", i)
 		if _, err := l.AdmitCall(ctx, AdmitParams{Entry: pendingEntry(id, now), AdmissionID: "a-" + id, Keys: []string{"d"}, WorstMicros: 40,
@@ -441,14 +443,14 @@ func TestCallsInFlightSendWritesToTheWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := g.inFlight.Load(); n != calls {
+	if n, _ := g.Load(); n != calls {
 		t.Fatalf("in flight after %d admissions: %d", calls, n)
 	}
-	if g.callerMayWrite() {
+	if _, mayWrite := g.Load(); mayWrite {
 		t.Fatal("a caller runs its own batch with calls in flight")
 	}
 	// A write queued meanwhile still lands (the writer takes it).
-	if err := g.Do(ctx, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+	if err := g.Do(ctx, heldFor(ctx), func(context.Context, *sql.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for i := range calls {
@@ -458,10 +460,10 @@ func TestCallsInFlightSendWritesToTheWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := g.inFlight.Load(); n != 0 {
+	if n, _ := g.Load(); n != 0 {
 		t.Fatalf("in flight after settling every call: %d", n)
 	}
-	if !g.callerMayWrite() {
+	if _, mayWrite := g.Load(); !mayWrite {
 		t.Fatal("a caller never runs its own batch at low load")
 	}
 	if c := dbCounter(t, st, "d"); c.SpentMicros != 10*calls || c.ReservedMicros != 0 {

@@ -203,7 +203,7 @@ func (s *Store) RecentMessages(ctx context.Context, sessionID string, limit int)
 	}
 	load := s.history.startLoad(sessionID)
 	if s.history.settled(sessionID) {
-		ctx = withSettledRead(ctx)
+		ctx = sqlitewriter.SettledRead(ctx)
 	}
 	msgs, err := s.recentMessages(ctx, sessionID, limit)
 	s.history.finishLoad(sessionID, load, msgs, limit, err == nil)
@@ -252,7 +252,7 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 		return nil, nil
 	}
 	var (
-		stmt  *preparedStmt
+		stmt  *sqlitewriter.PreparedStmt
 		query string
 		args  []any
 	)
@@ -261,7 +261,7 @@ func (s *Store) recentMessagesSQLite(ctx context.Context, sessionID string, limi
 	} else {
 		stmt, query, args = &s.spilledStmt, spilledMessagesSQL, []any{sessionDigest(sessionID), sessionID}
 	}
-	st, err := stmt.get(ctx, s.DB, query)
+	st, err := stmt.Get(ctx, s.DB, query)
 	if err != nil {
 		return nil, err
 	}
@@ -328,13 +328,14 @@ func (s *Store) primeSessions(ctx context.Context) error {
 // the new messages. One write per request keeps SQLite's single writer
 // from becoming the chat path's bottleneck.
 //
-// On SQLite the exchange is one job of the group commit (see GroupCommit):
-// it returns once the batch holding it committed. On PostgreSQL it is one
+// On SQLite the exchange is one job of the group commit (see
+// sqlitewriter.GroupCommit): it returns once the batch holding it
+// committed. On PostgreSQL it is one
 // batch, carrying the settlements ctx holds (see saveExchangePostgres and
 // CommitLater).
 func (s *Store) SaveExchange(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
 	if s.Group != nil {
-		err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
+		err := s.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
 		if err == nil && s.history != nil {
 			s.history.appended(sess.ID, msgs) // committed: write through
 		}

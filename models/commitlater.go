@@ -2,9 +2,9 @@ package models
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -17,7 +17,8 @@ type commitLaterKey struct{}
 //
 //   - SQLite: they are held in ctx and run by the request's next write
 //     through the group commit (its exchange, or its next LLM call's
-//     admission), as jobs of their own in front of it (see GroupCommit.Do).
+//     admission), as jobs of their own in front of it (see
+//     sqlitewriter.GroupCommit.Do, which takes them from heldFor).
 //   - PostgreSQL: they are held in ctx and sent in the exchange's batch
 //     (one round trip, one implicit transaction; see saveExchangePostgres).
 //
@@ -36,12 +37,19 @@ func laterWritesOf(ctx context.Context) *laterWrites {
 	return w
 }
 
-// laterWrite is one write held for a request's exchange: a statement on
-// PostgreSQL, a group commit job on SQLite.
-type laterWrite struct {
-	// sqlite is the job on SQLite (then receives its outcome).
-	sqlite func(ctx context.Context, tx *sql.Tx) error
+// heldFor is what ctx holds for SQLite's writer (sqlitewriter.Held; nil
+// when ctx was not marked by CommitLater): every write through the group
+// commit passes it, so the writer runs the held writes first.
+func heldFor(ctx context.Context) *sqlitewriter.Held {
+	if w := laterWritesOf(ctx); w != nil {
+		return &w.sqlite
+	}
+	return nil
+}
 
+// laterWrite is one write held for a request's exchange on PostgreSQL: a
+// statement. (On SQLite it is a sqlitewriter.HeldWrite, a group commit job.)
+type laterWrite struct {
 	query string // with $n placeholders
 	args  []any
 	// scan reads the statement's one result row; then runs after the batch
@@ -52,8 +60,11 @@ type laterWrite struct {
 	then func(ctx context.Context, err error)
 }
 
-// laterWrites are the writes a CommitLater request holds for its exchange.
+// laterWrites are the writes a CommitLater request holds for its exchange:
+// group commit jobs on SQLite (sqlite), statements on PostgreSQL.
 type laterWrites struct {
+	sqlite sqlitewriter.Held
+
 	mu     sync.Mutex
 	writes []laterWrite
 	closed bool // FlushLater ran: the request is over
@@ -92,12 +103,11 @@ func (s *Store) FlushLater(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	held := w.take(true)
+	jobs, held := w.sqlite.Take(true), w.take(true)
 	switch {
-	case len(held) == 0:
-	case s.Group != nil:
-		s.Group.writeHeld(ctx, held)
-	default:
+	case len(jobs) > 0:
+		s.Group.WriteHeld(ctx, jobs)
+	case len(held) > 0:
 		_ = s.writeHeld(ctx, held, nil)
 	}
 }

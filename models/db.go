@@ -28,11 +28,13 @@
 //	mcp.go                         MCPStore
 //
 // The store itself: db.go (Open, pools), migrate.go, storage.go (full
-// disk), scrubhook.go, sequences.go. SQLite's single writer: groupcommit*.go,
-// linger.go, rawexec.go, redodriver.go, commitlater.go, and the cost
-// ledger's part of it (admissionjournal*.go, journalline.go,
-// counterbook.go); its table-free parts and its durability contract are in
-// package sqlitewriter.
+// disk), scrubhook.go, sequences.go, commitlater.go (writes a request
+// holds for its exchange, both databases), writer.go. SQLite's write engine
+// (the group commit writer, its lingering transaction, redo log and driver
+// wrapper) and its durability contract are package sqlitewriter, which
+// knows no table; the cost ledger plugs its budget counters and admission
+// journal into the writer's batches through sqlitewriter.Hook
+// (ledger_batchhook.go, ledger_counterbook.go, admissionjournal*.go).
 package models
 
 import (
@@ -131,8 +133,11 @@ type Store struct {
 	DB     *gorm.DB
 	Driver string // DriverSQLite or DriverPostgres
 	// Group is SQLite's single writer of the chat path (group commit; see
-	// GroupCommit); nil on PostgreSQL.
-	Group *GroupCommit
+	// sqlitewriter.GroupCommit); nil on PostgreSQL.
+	Group *sqlitewriter.GroupCommit
+	// hook is what the cost ledger plugs into Group's batches (its budget
+	// counters and admission journal; see ledgerHook); nil on PostgreSQL.
+	hook *ledgerHook
 	// sessionKeys is the last session key given on SQLite (see
 	// newSessionKey).
 	sessionKeys atomic.Int64
@@ -146,7 +151,7 @@ type Store struct {
 	history *historyCache
 	// recentStmt and spilledStmt read a session's messages on SQLite
 	// (recentMessagesSQL, spilledMessagesSQL).
-	recentStmt, spilledStmt preparedStmt
+	recentStmt, spilledStmt sqlitewriter.PreparedStmt
 	// window finds the newest sessions' keys by id (SQLite only; see
 	// sessionWindow).
 	window *sessionWindow
@@ -181,7 +186,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		NowFunc:              func() time.Time { return time.Now().UTC() },
 	}
 	var db *gorm.DB
-	var conns *redoConnector
+	var conns *sqlitewriter.Connector
 	switch driver {
 	case DriverSQLite:
 		if err := sqlitemem.Configure(); err != nil {
@@ -238,22 +243,26 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
-		if s.Group, err = newGroupCommit(sqlDB, opts.WriteQueue, 0, journal, redo, opts.CommitLinger); err != nil {
+		// Primed below, once the journal's batches are in.
+		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
+		s.window = newSessionWindow()
+		s.hook = newLedgerHook(journal)
+		if s.Group, err = sqlitewriter.Start(sqlDB, sqlitewriter.Config{
+			Queue: opts.WriteQueue, Redo: redo, Linger: opts.CommitLinger, Hook: s.hook,
+			OnFull: s.NoteStorageFull, IsFull: IsStorageFull,
+			OnCommit: func() {
+				s.history.committed()
+				s.dropSpilled()
+			},
+		}); err != nil {
 			closeJournals(journal, redo)
 			_ = s.Close()
 			return nil, err
 		}
-		s.Group.onFull = s.NoteStorageFull
-		// Primed below, once the journal's batches are in.
-		s.history = newHistoryCache(historyKeep, historySessions, historyBytes)
-		s.window = newSessionWindow()
-		s.Group.onCommit = func() {
-			s.history.committed()
-			s.dropSpilled()
-		}
-		conns.group.Store(s.Group)
+		s.hook.start(s.Group)
+		conns.SetWriter(s.Group)
 		if journal != nil {
-			if err := s.Group.recoverJournal(ctx, left); err != nil {
+			if err := s.hook.recoverJournal(ctx, left); err != nil {
 				_ = s.Close()
 				return nil, fmt.Errorf("open database: %w", err)
 			}
@@ -302,7 +311,7 @@ func closeJournals(j *admissionJournal, r *sqlitewriter.RedoLog) {
 // file at that moment gets SQLITE_BUSY at once, whatever busy_timeout says
 // (seen with several gateways starting on one fresh database). The wait is
 // bounded by the busy timeout and the caller's context.
-func openSQLiteRetrying(ctx context.Context, opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error) {
+func openSQLiteRetrying(ctx context.Context, opts Options, cfg *gorm.Config) (*gorm.DB, *sqlitewriter.Connector, error) {
 	deadline := time.Now().Add(sqliteBusyTimeout)
 	for attempt := 1; ; attempt++ {
 		db, conns, err := openSQLite(opts, cfg)
@@ -369,7 +378,7 @@ func closeGorm(db *gorm.DB) {
 // busy_timeout runs out. The pool therefore stays small: a few connections
 // let reads overlap a write while writers queue in database/sql, which is
 // fair and cheap, rather than inside SQLite.
-func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error) {
+func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, *sqlitewriter.Connector, error) {
 	path := opts.DSN
 	dsn, err := sqliteDSN(path, opts.walPages())
 	if err != nil {
@@ -380,8 +389,9 @@ func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error
 			return nil, nil, fmt.Errorf("open database: create directory for %s: %w", path, err)
 		}
 	}
-	// The pool's connections go through redoConnector (see sqlitewriter.RedoLog).
-	conns := &redoConnector{dsn: dsn}
+	// The pool's connections go through sqlitewriter.Connector (see
+	// sqlitewriter.RedoLog).
+	conns := sqlitewriter.NewConnector(dsn)
 	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: sql.OpenDB(conns)}), cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open database: SQLite %s: %w", path, err)
@@ -391,7 +401,7 @@ func openSQLite(opts Options, cfg *gorm.Config) (*gorm.DB, *redoConnector, error
 		n = defaultSQLiteConns
 	}
 	// One more for the group commit's writer, which keeps one for itself
-	// (see newGroupCommit).
+	// (see sqlitewriter.Start).
 	if err := limitPool(db, n+1, 0); err != nil {
 		return nil, nil, err
 	}

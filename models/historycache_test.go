@@ -189,7 +189,7 @@ func TestHistoryReadWaitsOnlyForItsSession(t *testing.T) {
 		s.history.bytes = 0
 		s.history.mu.Unlock()
 	}
-	uncommitted := func() bool { return s.Group.acked.Load() != nil }
+	uncommitted := func() bool { return s.Group.Acknowledged() }
 	read := func(session string, want int) {
 		t.Helper()
 		msgs, err := s.RecentMessages(ctx, session, 50)
@@ -203,7 +203,7 @@ func TestHistoryReadWaitsOnlyForItsSession(t *testing.T) {
 
 	exchange("a", 1)
 	exchange("b", 1)
-	s.Group.sync() // both committed
+	s.Group.Sync() // both committed
 	exchange("a", 2)
 	if !uncommitted() {
 		t.Fatal("the writer committed at once: this test needs it to linger")

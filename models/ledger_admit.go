@@ -97,7 +97,7 @@ func reserveManySQL(n int) string {
 // order.
 func (l *CostLedger) addToCounters(ctx context.Context, tx *sql.Tx, keys []string, reserved, spent int64, at time.Time) ([]CounterValue, error) {
 	if l.store.Group != nil {
-		return l.store.Group.counters.add(ctx, tx, keys, reserved, spent, at) // held by the writer
+		return l.store.hook.counters.add(ctx, tx, keys, reserved, spent, at) // held by the writer
 	}
 	var out []CounterValue
 	if l.store.Driver == DriverPostgres {
@@ -179,11 +179,11 @@ func (l *CostLedger) AdmitCall(ctx context.Context, p AdmitParams) (AdmitResult,
 	}
 	e.UpdatedAt = e.StartedAt
 	at := e.StartedAt.UTC()
-	if l.store.Group != nil && l.store.Group.journal != nil {
+	if l.store.Group != nil && l.store.hook.journal != nil {
 		return l.admitJournaled(ctx, p, keys)
 	}
 	if len(keys) == 0 && l.store.Group != nil {
-		err := l.store.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := l.store.Group.Admit(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 			_, err := l.exec(ctx, tx, upsertPendingSQL, pendingArgs(e)...)
 			return err
 		})
@@ -310,14 +310,14 @@ executions = executions - 1, attempts = attempts - 1, max_output_tokens = ?, cla
 // write the pending row, the reservation and the counters, or the rejected
 // row. It decides before it writes, so a rejection is a committed row and
 // not a rolled-back job (the group commit runs its batch without
-// savepoints; see GroupCommit).
+// savepoints; see sqlitewriter.GroupCommit).
 func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []string) (AdmitResult, error) {
 	e := p.Entry
 	at := e.StartedAt.UTC()
 	var res AdmitResult
-	err := l.store.Group.Admit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := l.store.Group.Admit(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 		res = AdmitResult{}
-		before, err := l.store.Group.decisionValues(ctx, tx, keys)
+		before, err := l.store.hook.decisionValues(ctx, tx, keys)
 		if err != nil {
 			return err
 		}
@@ -336,7 +336,7 @@ func (l *CostLedger) admitGrouped(ctx context.Context, p AdmitParams, keys []str
 		if _, err := l.exec(ctx, tx, insertReservationSQL, p.AdmissionID, e.CallID, amount, strings.Join(keys, ","), e.Provider, p.ExpiresAt.UTC(), at); err != nil {
 			return fmt.Errorf("insert reservation: %w", err)
 		}
-		if _, err := l.store.Group.counters.add(ctx, tx, keys, amount, 0, at); err != nil {
+		if _, err := l.store.hook.counters.add(ctx, tx, keys, amount, 0, at); err != nil {
 			return err
 		}
 		res.Admitted, res.ReservedMicros = true, amount

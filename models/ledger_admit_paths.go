@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // admitJournaled is the admission on SQLite with the admission journal:
@@ -21,21 +23,21 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 	// the writer's decision goes into the line beside it.
 	encoded := encodeForJournal(e)
 	var res AdmitResult
-	err := l.store.Group.admitJournaled(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := l.store.Group.AdmitJournaled(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 		res = AdmitResult{}
-		if other := l.store.Group.journal.sameCall(e.CallID); other != nil {
+		if other := l.store.hook.journal.sameCall(e.CallID); other != nil {
 			// Another execution of this call is journaled: its row goes to
 			// the database first, so the rows of both are written in the
 			// order they were admitted (see settleJournaled).
 			if tx == nil {
-				return errNeedsTx
+				return sqlitewriter.ErrNeedsTx
 			}
-			if err := l.store.Group.writeAdmission(ctx, tx, other); err != nil {
+			if err := l.store.hook.writeAdmission(ctx, tx, other); err != nil {
 				return err
 			}
-			l.store.Group.journal.writeNow(other)
+			l.store.hook.journal.writeNow(other)
 		}
-		before, err := l.store.Group.decisionValues(ctx, tx, keys)
+		before, err := l.store.hook.decisionValues(ctx, tx, keys)
 		if err != nil {
 			return err
 		}
@@ -48,14 +50,14 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 		}
 		if !ok {
 			if tx == nil {
-				return errNeedsTx
+				return sqlitewriter.ErrNeedsTx
 			}
 			return l.writeRejected(ctx, tx, e, at)
 		}
 		if len(keys) > 0 {
 			e.ReservedMicros = amount
 		}
-		l.store.Group.journal.admit(&deferredAdmission{id: p.AdmissionID, entry: *e, encoded: encoded, keys: keys, amount: amount, expiresAt: p.ExpiresAt})
+		l.store.hook.journal.admit(&deferredAdmission{id: p.AdmissionID, entry: *e, encoded: encoded, keys: keys, amount: amount, expiresAt: p.ExpiresAt}, l.store.Group.Job())
 		res.Admitted, res.ReservedMicros = true, amount
 		return nil
 	})

@@ -236,10 +236,10 @@ COALESCE(SUM(CASE WHEN expires_at < ? THEN 1 ELSE 0 END),0) AS expired`, now.UTC
 		return out, fmt.Errorf("summarize reservations: %w", err)
 	}
 	out.Count, out.ReservedMicros, out.Expired = agg.Count, agg.ReservedMicros, agg.Expired
-	if s.Group != nil && s.Group.journal != nil {
+	if s.Group != nil && s.hook.journal != nil {
 		// Admissions not written to the database yet (held at most a
 		// second; none expired).
-		n, micros := s.Group.journal.heldReservations()
+		n, micros := s.hook.journal.heldReservations()
 		out.Count, out.ReservedMicros = out.Count+n, out.ReservedMicros+micros
 	}
 	if out.Count > 0 {
@@ -265,8 +265,8 @@ func (s *Store) BudgetCounters(ctx context.Context, keys []string) (map[string]C
 	for _, r := range rows {
 		out[r.Key] = r
 	}
-	if s.Group != nil && s.Group.journal != nil {
-		s.Group.journal.reservedSnapshot(out) // admissions not written yet
+	if s.Group != nil && s.hook.journal != nil {
+		s.hook.journal.reservedSnapshot(out) // admissions not written yet
 	}
 	return out, nil
 }

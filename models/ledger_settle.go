@@ -146,18 +146,16 @@ func (l *CostLedger) SettleCallLater(ctx context.Context, st Settlement, done fu
 		}
 		return laterWritesOf(ctx).add(l.heldSettlement(st, keys, finished, done))
 	}
-	select {
-	case <-l.store.Group.closed:
+	if l.store.Group.Stopping() {
 		return false
-	default:
 	}
 	var res SettleResult
-	return laterWritesOf(ctx).add(laterWrite{
-		sqlite: func(ctx context.Context, tx *sql.Tx) error {
+	return laterWritesOf(ctx).sqlite.Add(sqlitewriter.HeldWrite{
+		Job: func(ctx context.Context, tx *sql.Tx) error {
 			res = SettleResult{}
 			return l.settleSQLite(ctx, tx, st, keys, finished, &res)
 		},
-		then: func(_ context.Context, err error) { done(res, err) },
+		Then: func(_ context.Context, err error) { done(res, err) },
 	})
 }
 
@@ -214,8 +212,8 @@ var (
 
 // settleSQLite is a settlement in SQLite's transaction.
 func (l *CostLedger) settleSQLite(ctx context.Context, tx *sql.Tx, st Settlement, keys []string, finished time.Time, res *SettleResult) error {
-	if l.store.Group != nil && l.store.Group.journal != nil {
-		if d := l.store.Group.journal.lookup(st.AdmissionID); d != nil {
+	if l.store.Group != nil && l.store.hook.journal != nil {
+		if d := l.store.hook.journal.lookup(st.AdmissionID); d != nil {
 			return l.settleJournaled(ctx, tx, d, st, keys, finished, res)
 		}
 	}
@@ -320,7 +318,7 @@ func (l *CostLedger) settleJournaled(ctx context.Context, tx *sql.Tx, d *deferre
 			return fmt.Errorf("complete ledger row %s: %w", st.CallID, err)
 		}
 	}
-	l.store.Group.journal.resolve(d)
+	l.store.hook.journal.resolve(d)
 	res.Applied = true
 	if len(d.keys) > 0 {
 		res.Released, res.ReleasedMicros = true, d.amount

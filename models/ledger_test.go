@@ -387,5 +387,5 @@ func writeHeld(ctx context.Context, st *Store) error {
 	if st.Group == nil {
 		return nil
 	}
-	return st.Group.writeHeldWhere(ctx, func(*deferredAdmission) bool { return true })
+	return st.hook.writeHeldWhere(ctx, func(*deferredAdmission) bool { return true })
 }

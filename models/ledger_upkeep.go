@@ -121,7 +121,7 @@ func (s *Store) RecordRejection(ctx context.Context, e *LedgerEntry) error {
 func (l *CostLedger) ReapExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	// Journaled admissions are written after a second; one already expired
 	// by the caller's clock is written now, so it is reaped with the rest.
-	if err := l.store.Group.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return len(d.keys) > 0 && d.expiresAt.Before(now) }); err != nil {
+	if err := l.store.hook.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return len(d.keys) > 0 && d.expiresAt.Before(now) }); err != nil {
 		return 0, fmt.Errorf("write held admissions: %w", err)
 	}
 	var due []CostReservation
@@ -149,7 +149,7 @@ func (l *CostLedger) ReapExpired(ctx context.Context, now time.Time, limit int) 
 // passes).
 func (s *Store) ExpireStalePending(ctx context.Context, cutoff time.Time) (int64, error) {
 	cutoff = cutoff.UTC()
-	if err := s.Group.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return d.entry.StartedAt.Before(cutoff) }); err != nil {
+	if err := s.hook.writeHeldWhere(ctx, func(d *deferredAdmission) bool { return d.entry.StartedAt.Before(cutoff) }); err != nil {
 		return 0, fmt.Errorf("write held admissions: %w", err)
 	}
 	r := s.DB.WithContext(ctx).Model(&LedgerEntry{}).

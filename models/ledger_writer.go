@@ -127,13 +127,13 @@ func (l *CostLedger) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.S
 // execLiteral is exec for a literal statement (see literalSQL); it may
 // reorder args.
 func (l *CostLedger) execLiteral(ctx context.Context, tx *sql.Tx, s *sqlitewriter.Literal, args ...any) (int64, error) {
-	query, args := l.store.Group.literalText(tx, s, args)
+	query, args := l.store.Group.LiteralText(tx, s, args)
 	return l.exec(ctx, tx, query, args...)
 }
 
 func (l *CostLedger) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
-	if l.store.Group != nil && l.store.Group.onWriterConn(tx) {
-		n, err := l.store.Group.execRaw(ctx, query, args)
+	if l.store.Group != nil && l.store.Group.OnWriterConn(tx) {
+		n, err := l.store.Group.ExecRaw(ctx, query, args)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", firstWords(query), err)
 		}
@@ -194,7 +194,7 @@ func firstWords(q string) string {
 // going away never interrupts a statement of the shared connection.
 func (l *CostLedger) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if l.store.Group != nil {
-		return l.store.Group.Do(ctx, func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
+		return l.store.Group.Do(ctx, heldFor(ctx), func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
 	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {

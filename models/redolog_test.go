@@ -16,7 +16,7 @@ import (
 // writer's goroutine.
 func setLinger(t testing.TB, st *Store, d time.Duration) {
 	t.Helper()
-	if err := st.Group.Do(context.Background(), func(context.Context, *sql.Tx) error { st.Group.lingerFor = d; return nil }); err != nil {
+	if err := st.Group.Do(context.Background(), nil, func(context.Context, *sql.Tx) error { st.Group.SetLinger(d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -46,7 +46,7 @@ func TestLingeringBatchesSurviveACrash(t *testing.T) {
 		Outcome: OutcomeSucceeded, Attempts: 1, CostMicros: 25, FinishedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	if !live.Group.unsettledForTest() {
+	if !live.Group.Unsettled() {
 		t.Fatal("nothing lingers: the test would prove nothing")
 	}
 
@@ -155,7 +155,7 @@ func TestAFailedBatchKeepsTheAcknowledgedOnes(t *testing.T) {
 	st := openGrouped(t)
 	setLinger(t, st, time.Hour)
 	insert := func(id string, fail bool) error {
-		return st.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return st.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 			if err := insertTestSession(ctx, st.Group, tx, id); err != nil {
 				return err
 			}
@@ -183,14 +183,6 @@ func TestAFailedBatchKeepsTheAcknowledgedOnes(t *testing.T) {
 	}
 }
 
-// unsettledForTest reports, under the writing lock, whether acknowledged
-// batches wait for their commit.
-func (g *GroupCommit) unsettledForTest() bool {
-	g.writing.Lock()
-	defer g.writing.Unlock()
-	return g.unsettled()
-}
-
 // A bulk of the session window (see sessionWindow) written while the
 // writer's transaction lingers is in the redo log only; after a crash the
 // next open runs it again with the sessions' inserts, and every session is
@@ -210,7 +202,7 @@ func TestASessionBulkSurvivesACrash(t *testing.T) {
 		}
 		keys[sess.ID] = sess.Key
 	}
-	if !live.window.spilled || !live.Group.unsettledForTest() {
+	if !live.window.spilled || !live.Group.Unsettled() {
 		t.Fatal("no bulk lingers: the test would prove nothing")
 	}
 	crashed := filepath.Join(dir, "crashed.db")

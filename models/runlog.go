@@ -70,7 +70,7 @@ func (s *Store) PutRunMessages(ctx context.Context, ms ...RunMessage) error {
 	}
 	var err error
 	if s.Group != nil {
-		err = s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err = s.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 			for _, m := range ms {
 				if err := s.Group.Exec(ctx, tx, putRunMessageSQL, m.RunKey, m.Seq, m.Role, m.Body, m.BlobSHA256, m.SizeBytes, m.CreatedAt); err != nil {
 					return err

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // Messages hang off their session's key, a number given to each session in
@@ -157,7 +159,7 @@ func (s *Store) spillPrimed(ctx context.Context) error {
 		return nil
 	}
 	excess := s.window.size() - s.window.max/2
-	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.spillSessions(ctx, tx, excess) })
+	err := s.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error { return s.spillSessions(ctx, tx, excess) })
 	if err != nil {
 		return fmt.Errorf("open database: write session digests: %w", err)
 	}
@@ -182,10 +184,10 @@ func (s *Store) dropSpilled() {
 	// The writer's own connection, free after the commit (without a redo
 	// log the writer commits on the pool's); a settled read does not ask
 	// the writer to commit (it just did).
-	ctx := withSettledRead(context.Background())
+	ctx := sqlitewriter.SettledRead(context.Background())
 	var err error
-	if s.Group.conn != nil {
-		err = s.Group.conn.QueryRowContext(ctx, spilledThroughSQL).Scan(&through)
+	if conn := s.Group.WriterConn(); conn != nil {
+		err = conn.QueryRowContext(ctx, spilledThroughSQL).Scan(&through)
 	} else {
 		err = s.DB.WithContext(ctx).Raw(spilledThroughSQL).Row().Scan(&through)
 	}

@@ -146,7 +146,7 @@ func TestSessionWindowSpills(t *testing.T) {
 
 	// A bulk whose transaction rolls back leaves its sessions in the window.
 	before := len(s.window.keys)
-	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.spillSessions(ctx, tx, s.window.max/2); err != nil {
 			return err
 		}

@@ -1,8 +1,11 @@
 // Package sqlitewriter is the SQLite write engine under the store's chat
-// path: the parts of it that know nothing of Agentry's tables. The store
-// (package models) opens the database, runs its single writer (the group
-// commit) and hands the engine's pieces their statements; domain code in
-// models asks the writer to write durably and is answered once it is.
+// path: the single writer (GroupCommit) with its lingering transaction,
+// redo log and driver wrapper. It knows no table: the store (package
+// models) opens the database, starts the writer (Start) and hands it jobs
+// (Do, Admit, AdmitJournaled) that are "write this durably": each call
+// returns once its job is acknowledged as the contract below says, or
+// failed. What the cost ledger keeps beside the batches (its budget
+// counters, its admission journal) it plugs in through a Hook.
 //
 // # Durability contract
 //
@@ -17,7 +20,14 @@
 //     (storage.commit_linger, 20 ms by default), the batch's statements were
 //     appended with one write to the redo log (RedoLog, <db>-redo). A cost
 //     admission may instead be acknowledged from the admission journal
-//     (<db>-admissions-0/-1, in models), appended the same way.
+//     (<db>-admissions-0/-1, in models), appended the same way once the
+//     batch that decided it committed (Hook.End).
+//   - A job that fails is answered with its error and its writes are rolled
+//     back; the batch runs again without it, so the others' writes still
+//     commit. A write a request holds back (HeldWrite: the settlement of an
+//     LLM call) is acknowledged with the batch of the request's next write
+//     and hears its outcome then (Then); until then it is in memory only
+//     and is lost with the process, like a reply not yet sent.
 //   - SIGKILL (or any crash of the process alone) loses nothing acknowledged.
 //     The WAL, the redo log and the admission journal are files the kernel
 //     keeps. When the store opens again, the redo log's records past
@@ -36,24 +46,35 @@
 //     (docs/decisions.md, "SQLite group commit" and "SQLite: batches
 //     acknowledged from a redo log").
 //   - Readers never see less than was acknowledged to them: a read outside
-//     a transaction first waits for the acknowledged batches to commit.
+//     a transaction first waits for the acknowledged batches to commit
+//     (Connector), unless it says it needs none of them (SettledRead).
+//   - When the queue is full (DefaultGroupQueue) new work (Admit) is refused
+//     at once with ErrOverloaded; writes of work already admitted (Do) wait
+//     for room. Close runs every queued job before the writer stops.
 //   - Only the process holding the admission journal's lock has a redo log
 //     and a journal; another process on the same file commits every batch.
 //     PostgreSQL does not use this package.
 //
 // # What is here
 //
-//   - RedoLog: the batches acknowledged before their commit, and their
-//     recovery after a crash.
+//   - GroupCommit (groupcommit*.go): the queue, batches and their commit;
+//     a caller runs its own batch when the writer is idle. Hook: what the
+//     domain plugs into every batch. Held, HeldWrite: writes a request
+//     holds for its next batch.
+//   - The lingering transaction (linger.go) and RedoLog: the batches
+//     acknowledged before their commit, and their recovery after a crash.
+//   - Connector (redodriver.go): the driver wrapper that records the
+//     writer's statements into the redo log and makes other connections
+//     wait for (or stop) the lingering.
+//   - Raw statements (rawexec.go): the writer's statements prepared on its
+//     own connection, run without database/sql's per-statement cost.
+//   - Literal: statements that spell their low-cardinality values in the
+//     SQL text, prepared once per variant on the writer's connection
+//     (ExecLiteral).
+//   - PreparedStmt: a statement prepared on the pool once, when first used.
 //   - Checkpointer: copies the WAL into the database file from a connection
 //     of its own, so commits rarely do.
-//   - Literal: statements that spell their low-cardinality values in the
-//     SQL text, prepared once per variant on the writer's connection.
 //   - TimeTexts, UTCTimeText: times bound as the driver's text without its
 //     layout interpreter.
 //   - BoxStable: strings boxed into interface values without an allocation.
-//
-// The writer itself (GroupCommit with its lingering transaction, raw
-// statements and driver wrapper) is still in package models, where it holds
-// the cost ledger's admission journal and budget counters.
 package sqlitewriter

@@ -1,17 +1,17 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/fault"
-	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // GroupCommit is the single writer of the chat path on SQLite (group
@@ -52,8 +52,9 @@ type GroupCommit struct {
 	// lastBatch is how many jobs the last batch held (see inlineBatchLimit).
 	lastBatch atomic.Int32
 	// inFlight is how many journaled admissions were not settled yet
-	// after the last batch: the calls in flight, whose writes are coming
-	// (see gather and inlineInFlightLimit). Zero without a journal.
+	// after the last batch (Hook.InFlight): the calls in flight, whose
+	// writes are coming (see gather and inlineInFlightLimit). Zero without
+	// a hook.
 	inFlight atomic.Int32
 
 	closeOnce sync.Once
@@ -64,30 +65,28 @@ type GroupCommit struct {
 	stmts      map[string]*sql.Stmt
 	unprepared map[string]bool // first used in a transaction, prepared after it (prepareNew)
 
-	// counters are the budget counters held by the writer (counterBook):
-	// jobs read and change them in memory, and each batch writes what it
-	// changed once, before its commit.
-	counters *counterBook
-
-	// journal, when set, holds admissions instead of committing them
-	// (admissionJournal); dueTimer wakes the writer when the oldest is to be
-	// written to the database.
-	journal  *admissionJournal
+	// hook, when set, is what the domain plugs into every batch (see
+	// Hook: the ledger's budget counters and admission journal); job is
+	// the index in the batch of the job running (see Job). dueTimer wakes
+	// the writer when the hook's oldest held write falls due.
+	hook     Hook
+	job      int
 	dueTimer *time.Timer
 	armedAt  time.Time // when dueTimer fires (zero: not armed)
 
 	// onFull, when set, is called when a batch is refused for lack of
-	// space (Store.NoteStorageFull).
+	// space (isFull says which errors say so; Store.NoteStorageFull).
 	onFull func()
+	isFull func(error) bool
 	// onCommit, when set, is called after every commit, under the writing
 	// lock (historyCache.committed).
 	onCommit func()
 
 	// redo, when set, lets batches be acknowledged before SQLite commits
-	// them (see sqlitewriter.RedoLog): open is the lingering transaction, begun at
+	// them (see RedoLog): open is the lingering transaction, begun at
 	// openSince. acked is closed when the batches acknowledged and not yet
 	// committed are (nil: none are waiting); sync waits for it.
-	redo      *sqlitewriter.RedoLog
+	redo      *RedoLog
 	conn      *sql.Conn
 	lingerFor time.Duration
 	open      *sql.Tx
@@ -117,7 +116,7 @@ type commitJob struct {
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan error
 	// noTx marks a journaled admission: it runs without the batch's
-	// transaction (nil tx) unless it asks for it with errNeedsTx, so a
+	// transaction (nil tx) unless it asks for it with ErrNeedsTx, so a
 	// batch of admissions alone commits nothing to SQLite.
 	noTx bool
 	// afterHeld marks a job queued right behind writes its request held
@@ -160,11 +159,39 @@ var ErrOverloaded = &fault.Error{Kind: fault.KindUnavailable, Code: "overloaded"
 
 var errGroupClosed = errors.New("database writer stopped")
 
-// NewGroupCommit starts the writer over db. queue and maxBatch of 0 take
-// the defaults.
+// ErrNeedsTx, returned by a job run without the batch's transaction
+// (AdmitJournaled), asks the writer to run it again inside it: a journaled
+// admission needs the database when a counter it decides on is not held
+// in memory, or to record a rejection.
+var ErrNeedsTx = errors.New("the job needs the batch's transaction")
+
+// NewGroupCommit starts the writer over db, without a hook or a redo log.
+// queue and maxBatch of 0 take the defaults.
 func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
-	g, _ := newGroupCommit(db, queue, maxBatch, nil, nil, 0) // no redo log: no connection to take
+	g, _ := Start(db, Config{Queue: queue, MaxBatch: maxBatch}) // no redo log: no connection to take
 	return g
+}
+
+// Config is what the store gives the writer it starts.
+type Config struct {
+	// Queue and MaxBatch bound the queue and a batch (0: DefaultGroupQueue
+	// and DefaultGroupBatch).
+	Queue, MaxBatch int
+	// Redo, when set, lets batches be acknowledged from the redo log while
+	// the writer's transaction lingers (up to Linger, 0: DefaultLinger; a
+	// negative value commits every batch); the writer then takes a
+	// connection of its own.
+	Redo   *RedoLog
+	Linger time.Duration
+	// Hook is what the domain plugs into every batch (nil: nothing).
+	Hook Hook
+	// OnFull, when set, is called when a batch is refused for lack of
+	// space, as IsFull (required with OnFull) says of its error.
+	OnFull func()
+	IsFull func(error) bool
+	// OnCommit, when set, is called after every commit, under the writing
+	// lock.
+	OnCommit func()
 }
 
 // writerCacheKiB bounds the page cache of the writer's connection (SQLite's
@@ -178,9 +205,9 @@ func NewGroupCommit(db *sql.DB, queue, maxBatch int) *GroupCommit {
 // default.
 const writerCacheKiB = 64 << 10
 
-// newGroupCommit starts the writer, with an admission journal when j is
-// set and a redo log (and a connection of its own) when redo is.
-func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal, redo *sqlitewriter.RedoLog, linger time.Duration) (*GroupCommit, error) {
+// Start starts the writer over db as cfg says.
+func Start(db *sql.DB, cfg Config) (*GroupCommit, error) {
+	queue, maxBatch, redo, linger := cfg.Queue, cfg.MaxBatch, cfg.Redo, cfg.Linger
 	if queue <= 0 {
 		queue = DefaultGroupQueue
 	}
@@ -188,8 +215,8 @@ func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal, redo *
 		maxBatch = DefaultGroupBatch
 	}
 	g := &GroupCommit{db: db, jobs: make(chan *commitJob, queue), maxBatch: maxBatch, stmts: map[string]*sql.Stmt{}, unprepared: map[string]bool{},
-		wake: make(chan struct{}, 1), closed: make(chan struct{}), stopped: make(chan struct{}), journal: j}
-	g.counters = newCounterBook(g)
+		wake: make(chan struct{}, 1), closed: make(chan struct{}), stopped: make(chan struct{}),
+		hook: cfg.Hook, onFull: cfg.OnFull, isFull: cfg.IsFull, onCommit: cfg.OnCommit}
 	g.lingerTimer = time.NewTimer(time.Hour)
 	g.lingerTimer.Stop()
 	if redo != nil {
@@ -209,7 +236,7 @@ func newGroupCommit(db *sql.DB, queue, maxBatch int, j *admissionJournal, redo *
 		}
 		g.conn, g.redo, g.lingerFor = conn, redo, linger
 	}
-	if j != nil {
+	if g.hook != nil {
 		g.dueTimer = time.NewTimer(time.Hour)
 		g.dueTimer.Stop()
 	}
@@ -228,45 +255,60 @@ var jobPool = sync.Pool{New: func() any { return &commitJob{done: make(chan erro
 // caller that gives up does not tear a batch apart; its writes land or fail
 // with it.
 //
-// Writes ctx holds for its request (CommitLater: the settlements of its LLM
-// calls) go first, as jobs of their own of the same batch or an earlier
-// one, so they commit whatever fn does.
-func (g *GroupCommit) Do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return g.do(ctx, fn, false, false)
+// The writes the request holds (later, nil: none; the settlements of its
+// LLM calls) go first, as jobs of their own of the same batch or an
+// earlier one, so they commit whatever fn does.
+func (g *GroupCommit) Do(ctx context.Context, later *Held, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return g.do(ctx, later, fn, false, false)
 }
 
 // Admit is Do for new work (a cost admission): when the queue is full it
 // fails at once with ErrOverloaded instead of waiting.
-func (g *GroupCommit) Admit(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return g.do(ctx, fn, true, false)
+func (g *GroupCommit) Admit(ctx context.Context, later *Held, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return g.do(ctx, later, fn, true, false)
 }
 
-// admitJournaled is Admit for an admission that journals itself (see
-// admissionJournal): fn gets a nil tx, or the batch's transaction after it
-// returned errNeedsTx. Its caller is answered once the batch's journal
-// lines are written.
-func (g *GroupCommit) admitJournaled(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return g.do(ctx, fn, true, true)
+// AdmitJournaled is Admit for an admission that journals itself (through
+// the Hook): fn gets a nil tx, or the batch's transaction after it
+// returned ErrNeedsTx. Its caller is answered once the batch's hook
+// acknowledged it (End).
+func (g *GroupCommit) AdmitJournaled(ctx context.Context, later *Held, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return g.do(ctx, later, fn, true, true)
 }
 
-// do runs the writes ctx holds, then fn (see submit).
-func (g *GroupCommit) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, shed, noTx bool) error {
+// Job is the index in its batch of the job running (for the hook's End).
+// Only a job (under the writing lock) calls it.
+func (g *GroupCommit) Job() int { return g.job }
+
+// Stopping reports whether the writer was told to stop (Close).
+func (g *GroupCommit) Stopping() bool {
+	select {
+	case <-g.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// do runs the writes later holds, then fn (see submit).
+func (g *GroupCommit) do(ctx context.Context, later *Held, fn func(ctx context.Context, tx *sql.Tx) error, shed, noTx bool) error {
 	select {
 	case <-g.closed:
 		return errGroupClosed
 	default:
 	}
-	var held []laterWrite
-	if w := laterWritesOf(ctx); w != nil {
-		held = w.take(false)
+	var held []HeldWrite
+	if later != nil {
+		held = later.Take(false)
 	}
 	j := g.newJob(ctx, fn, noTx)
 	j.afterHeld = len(held) > 0
 	return g.submit(ctx, held, j, shed)
 }
 
-// writeHeld commits writes a request held (FlushLater) in one batch.
-func (g *GroupCommit) writeHeld(ctx context.Context, held []laterWrite) {
+// WriteHeld commits writes a request held (models' FlushLater) in one
+// batch.
+func (g *GroupCommit) WriteHeld(ctx context.Context, held []HeldWrite) {
 	_ = g.submit(ctx, held, nil, false)
 }
 
@@ -278,10 +320,10 @@ func (g *GroupCommit) writeHeld(ctx context.Context, held []laterWrite) {
 // wake-ups that cost about as much as the statements on a 2-core machine.
 // Otherwise they are queued for the writer, which gathers them and
 // batches them with everybody else's.
-func (g *GroupCommit) submit(ctx context.Context, held []laterWrite, j *commitJob, shed bool) error {
+func (g *GroupCommit) submit(ctx context.Context, held []HeldWrite, j *commitJob, shed bool) error {
 	jobs := make([]*commitJob, 0, len(held)+1)
 	for _, h := range held {
-		jobs = append(jobs, g.newJob(ctx, h.sqlite, false))
+		jobs = append(jobs, g.newJob(ctx, h.Job, false))
 	}
 	if g.callerMayWrite() && g.writing.TryLock() {
 		if len(g.jobs) == 0 {
@@ -298,7 +340,7 @@ func (g *GroupCommit) submit(ctx context.Context, held []laterWrite, j *commitJo
 				g.wakeWriter()
 			}
 			for i := range held {
-				held[i].then(ctx, errs[i])
+				held[i].Then(ctx, errs[i])
 			}
 			for _, job := range jobs {
 				g.putJob(job)
@@ -324,9 +366,16 @@ func (g *GroupCommit) submit(ctx context.Context, held []laterWrite, j *commitJo
 		}
 	}
 	for i, job := range jobs {
-		held[i].then(ctx, g.wait(job))
+		held[i].Then(ctx, g.wait(job))
 	}
 	return err
+}
+
+// Load is how busy the writer is, as a caller sees it: the calls in
+// flight after the last batch (Hook.InFlight) and whether a caller may run
+// its writes itself (see submit). For tests and metrics.
+func (g *GroupCommit) Load() (inFlight int, callerMayWrite bool) {
+	return int(g.inFlight.Load()), g.callerMayWrite()
 }
 
 // callerMayWrite reports whether load is low enough for a caller to run
@@ -399,25 +448,31 @@ func (g *GroupCommit) wait(j *commitJob) error {
 // 12 % more time per request with callers always running their own).
 const inlineBatchLimit = 2
 
-// runBatch commits batch (with the journaled admissions that are due) and
+// runBatch commits batch (with the hook's held writes that are due) and
 // prepares the statements it used first. The caller holds writing.
 func (g *GroupCommit) runBatch(batch []*commitJob, errs []error) {
 	if len(batch) > 0 {
 		g.lastBatch.Store(int32(len(batch)))
 	}
-	var held []*deferredAdmission
-	if g.journal != nil {
-		held = g.journal.due(false)
-	}
-	g.commit(batch, errs, held)
-	if g.journal != nil {
-		g.inFlight.Store(int32(len(g.journal.deferred)))
+	g.commit(batch, errs, g.hook != nil && g.hook.Due(false))
+	if g.hook != nil {
+		g.inFlight.Store(int32(g.hook.InFlight()))
 	}
 	if !g.unsettled() {
 		// Not while batches wait for their commit: readers waiting for it
 		// (sync) may hold every pooled connection, and preparing needs one.
 		g.prepareNew()
 	}
+}
+
+// transient reports whether err is worth running the batch again for: a
+// busy database (another connection or process holding the write lock past
+// busy_timeout). The same test as models' for every transaction, so it
+// also names PostgreSQL's deadlock and serialization codes.
+func transient(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "40P01") || strings.Contains(msg, "40001") || // deadlock, serialization
+		strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
 }
 
 // Close stops the writer after the queued jobs ran.
@@ -485,8 +540,8 @@ func (g *GroupCommit) Exec(ctx context.Context, tx *sql.Tx, query string, args .
 
 // ExecCount is Exec returning how many rows the statement changed.
 func (g *GroupCommit) ExecCount(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
-	if g.onWriterConn(tx) {
-		return g.execRaw(ctx, query, args)
+	if g.OnWriterConn(tx) {
+		return g.ExecRaw(ctx, query, args)
 	}
 	st, err := g.Stmt(ctx, tx, query)
 	if err != nil {
@@ -498,6 +553,11 @@ func (g *GroupCommit) ExecCount(ctx context.Context, tx *sql.Tx, query string, a
 	}
 	return res.RowsAffected()
 }
+
+// WriterConn is the writer's own connection (nil without a redo log), for
+// a read right after a commit (the store's onCommit) that must not wait
+// for a pooled connection.
+func (g *GroupCommit) WriterConn() *sql.Conn { return g.conn }
 
 // Stats returns how many batches committed and how many jobs they held.
 func (g *GroupCommit) Stats() (batches, writes int64) {

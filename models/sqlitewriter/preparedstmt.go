@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
@@ -6,19 +6,24 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"gorm.io/gorm"
 )
 
-// preparedStmt is a statement prepared on the store's pool the first time
+// PreparedStmt is a statement prepared on the store's pool the first time
 // it is needed; database/sql prepares it again on each connection that
-// runs it. A failed prepare is tried again by the next caller.
-type preparedStmt struct {
+// runs it. A failed prepare is tried again by the next caller. Its zero
+// value is ready.
+type PreparedStmt struct {
 	st atomic.Pointer[sql.Stmt]
 	mu sync.Mutex // held while preparing
 }
 
-func (p *preparedStmt) get(ctx context.Context, db *gorm.DB, query string) (*sql.Stmt, error) {
+// Pool is what holds the store's connections (a *gorm.DB).
+type Pool interface {
+	DB() (*sql.DB, error)
+}
+
+// Get returns query prepared on db's pool, preparing it the first time.
+func (p *PreparedStmt) Get(ctx context.Context, db Pool, query string) (*sql.Stmt, error) {
 	if st := p.st.Load(); st != nil {
 		return st, nil
 	}

@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func (g *GroupCommit) run() {
 			g.writing.Lock()
 			g.closing = true
 			g.drain(batch, errs)
-			g.closeJournal()
+			g.closeHook()
 			g.commitAcked()
 			if g.redo != nil {
 				if !g.redo.Recorded() {
@@ -87,7 +87,10 @@ const gatherYields = 8
 // inlineInFlightLimit: with more calls in flight than this, callers queue
 // their writes for the writer (which gathers them) instead of running a
 // batch of their own (see submit).
-const inlineInFlightLimit = 2
+const inlineInFlightLimit = InlineInFlightLimit
+
+// InlineInFlightLimit is inlineInFlightLimit, for tests of the store.
+const InlineInFlightLimit = 2
 
 // drain runs the queued jobs in batches of up to maxBatch until the queue
 // is empty, answering each job. The caller holds writing.
@@ -150,13 +153,13 @@ func admissionsFirst(batch []*commitJob, scratch *[]*commitJob) int {
 	return n
 }
 
-// armDueTimer sets the timer of the oldest journaled admission and returns
-// its channel (nil: nothing held, or no journal).
+// armDueTimer sets the timer of the hook's oldest held write (a journaled
+// admission) and returns its channel (nil: nothing held, or no hook).
 func (g *GroupCommit) armDueTimer() <-chan time.Time {
-	if g.journal == nil {
+	if g.hook == nil {
 		return nil
 	}
-	at, ok := g.journal.nextDue()
+	at, ok := g.hook.NextDue()
 	if !ok {
 		g.armedAt = time.Time{}
 		return nil
@@ -171,36 +174,30 @@ func (g *GroupCommit) armDueTimer() <-chan time.Time {
 // must then be woken to arm its timer again. Later admissions need no
 // wake-up: when the timer fires, the writer arms it for the next.
 func (g *GroupCommit) dueBeforeArmed() bool {
-	if g.journal == nil {
+	if g.hook == nil {
 		return false
 	}
-	at, ok := g.journal.nextDue()
+	at, ok := g.hook.NextDue()
 	return ok && (g.armedAt.IsZero() || at.Before(g.armedAt))
 }
 
-// closeJournal writes the admissions still held to the database when the
-// writer stops, then empties and closes the journal (what cannot be
-// written stays in it for the next start's recovery).
-func (g *GroupCommit) closeJournal() {
-	j := g.journal
-	if j == nil {
+// closeHook writes the hook's held writes (journaled admissions) to the
+// database when the writer stops, then closes the hook (what cannot be
+// written stays in the journal for the next start's recovery).
+func (g *GroupCommit) closeHook() {
+	h := g.hook
+	if h == nil {
 		return
 	}
 	g.dueTimer.Stop()
-	if held := j.due(true); len(held) > 0 {
-		g.commit(nil, nil, held)
+	if h.Due(true) {
+		g.commit(nil, nil, true)
 	}
-	if len(j.deferred) == 0 {
-		// Every admission is in the database: done lines still owed are
-		// not needed any more.
-		j.doneToDo = j.doneToDo[:0]
-		_ = j.reset()
-	}
-	j.close()
+	h.Close()
 }
 
-// heldFailed is tryCommit's failed index when writing the held admissions
-// failed: they stay held, and the batch runs again without them.
+// heldFailed is tryCommit's failed index when writing the hook's due
+// writes failed: they stay held, and the batch runs again without them.
 const heldFailed = -2
 
 // commit runs one batch in one transaction. A job that fails is dropped
@@ -211,21 +208,22 @@ const heldFailed = -2
 // copy every page a job touches to a sub-journal, which cost more than
 // the jobs themselves. A busy database (another process or connection
 // holding the write lock past busy_timeout) repeats the batch a few times.
-// held are journaled admissions to write to the database in this batch.
-func (g *GroupCommit) commit(batch []*commitJob, errs []error, held []*deferredAdmission) {
+// held says the hook's due writes (journaled admissions) are written to
+// the database in this batch.
+func (g *GroupCommit) commit(batch []*commitJob, errs []error, held bool) {
 	for i := range errs {
 		errs[i] = nil
 	}
 	live := len(batch)
 	busy := 0
-	for live > 0 || len(held) > 0 {
+	for live > 0 || held {
 		failed, err := g.tryCommit(batch, errs, held)
 		switch {
 		case err == nil && failed == -1:
-			live, held = 0, nil // committed
+			live, held = 0, false // committed
 		case err == nil && failed == heldFailed:
-			held = nil // written by a later batch
-			g.journal.backOff()
+			held = false // written by a later batch
+			g.hook.BackOff()
 		case err == nil:
 			live-- // drop the failed job, run the others again
 		case transient(err) && busy < 4:
@@ -237,14 +235,14 @@ func (g *GroupCommit) commit(batch []*commitJob, errs []error, held []*deferredA
 					errs[i] = err
 				}
 			}
-			live, held = 0, nil
+			live, held = 0, false
 		}
 	}
 	if g.onFull != nil {
 		// A refusal for lack of space, of one job's statement or of the
 		// commit (which every job then carries).
 		for _, err := range errs {
-			if IsStorageFull(err) {
+			if err != nil && g.isFull(err) {
 				g.onFull()
 				break
 			}
@@ -261,7 +259,7 @@ func (g *GroupCommit) commit(batch []*commitJob, errs []error, held []*deferredA
 // rolled back), heldFailed, or -1; err is a failure of the transaction
 // itself. The transaction is begun by the first job that needs it: a batch
 // of journaled admissions alone begins none.
-func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferredAdmission) (failed int, err error) {
+func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held bool) (failed int, err error) {
 	ctx := context.Background()
 	var tx *sql.Tx
 	begin := func() error {
@@ -280,29 +278,29 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 	if g.redo != nil {
 		g.redo.StartBatch()
 	}
-	g.counters.begin()
+	hook := g.hook
 	committed := false
-	defer func() { g.counters.end(committed) }()
-	jr := g.journal
-	if jr != nil {
-		jr.begin()
+	if hook != nil {
+		hook.Begin()
+		defer func() {
+			if !committed {
+				hook.End(false)
+			}
+		}()
 	}
-	if len(held) > 0 {
+	if held {
 		if err := begin(); err != nil {
 			return -1, err
 		}
-		for _, d := range held {
-			if err := g.writeAdmission(ctx, tx, d); err != nil {
-				rollback()
-				if transient(err) {
-					return -1, err
-				}
-				if IsStorageFull(err) && g.onFull != nil {
-					g.onFull()
-				}
-				return heldFailed, nil
+		if err := hook.WriteDue(ctx, tx); err != nil {
+			rollback()
+			if transient(err) {
+				return -1, err
 			}
-			jr.resolve(d)
+			if g.onFull != nil && g.isFull(err) {
+				g.onFull()
+			}
+			return heldFailed, nil
 		}
 	}
 	for i, j := range batch {
@@ -315,11 +313,9 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 				return -1, err
 			}
 		}
-		if jr != nil {
-			jr.job = i
-		}
+		g.job = i
 		err := j.run(tx)
-		if errors.Is(err, errNeedsTx) && tx == nil {
+		if errors.Is(err, ErrNeedsTx) && tx == nil {
 			if err = begin(); err != nil {
 				return -1, err
 			}
@@ -334,11 +330,13 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 			return i, nil
 		}
 	}
-	if tx != nil {
-		if err := g.counters.flush(ctx, tx); err != nil {
+	if tx != nil && hook != nil {
+		if err := hook.Flush(ctx, tx); err != nil {
 			rollback()
-			return -1, fmt.Errorf("write budget counters: %w", err)
+			return -1, err
 		}
+	}
+	if tx != nil {
 		if g.mayLinger() {
 			if err := g.redo.Write(); err != nil {
 				rollback()
@@ -350,12 +348,12 @@ func (g *GroupCommit) tryCommit(batch []*commitJob, errs []error, held []*deferr
 		}
 	}
 	committed = true
-	if jr != nil {
+	if hook != nil {
 		// After the commit: an admission decided on this batch's counters
 		// is acknowledged only once they are durable, and a journal write
 		// that fails only takes admissions back (never budget).
-		if err := jr.committed(); err != nil {
-			for _, i := range jr.failedJobs() {
+		if failed, err := hook.End(true); err != nil {
+			for _, i := range failed {
 				errs[i] = err
 			}
 		}

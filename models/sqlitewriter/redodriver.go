@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
@@ -8,13 +8,12 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/agentryhq/agentry/models/sqlitewriter"
 	"modernc.org/sqlite"
 )
 
 // The store's SQLite connections go through this thin wrapper of the
-// driver's, for two jobs of the group commit's lingering transaction (see
-// sqlitewriter.RedoLog):
+// driver's (Connector), for two jobs of the group commit's lingering
+// transaction (see RedoLog):
 //
 //   - on the writer's connection (a transaction begun with withRedo) it
 //     records every statement that changed something, with its arguments as
@@ -28,12 +27,20 @@ import (
 //
 // Wrapping the driver, not GORM, catches every path: GORM's statements, the
 // ledger's prepared ones, raw database/sql.
-type redoConnector struct {
+type Connector struct {
 	dsn   string
 	group atomic.Pointer[GroupCommit] // set once the store's writer runs
 }
 
-func (c *redoConnector) Connect(context.Context) (driver.Conn, error) {
+// NewConnector returns the connector of the SQLite database dsn (the
+// driver's data source name), for sql.OpenDB.
+func NewConnector(dsn string) *Connector { return &Connector{dsn: dsn} }
+
+// SetWriter tells the connections of c the writer whose acknowledged
+// batches they wait for (once it runs).
+func (c *Connector) SetWriter(g *GroupCommit) { c.group.Store(g) }
+
+func (c *Connector) Connect(context.Context) (driver.Conn, error) {
 	conn, err := (&sqlite.Driver{}).Open(c.dsn)
 	if err != nil {
 		return nil, err
@@ -46,21 +53,24 @@ func (c *redoConnector) Connect(context.Context) (driver.Conn, error) {
 	return &redoConn{base: base, connector: c}, nil
 }
 
-func (c *redoConnector) Driver() driver.Driver { return &sqlite.Driver{} }
+func (c *Connector) Driver() driver.Driver { return &sqlite.Driver{} }
 
 type redoKey struct{}
 
 // settledKey marks a read whose caller knows the writer holds nothing
-// uncommitted that it needs (historyCache.settled): it does not wait for
-// the writer's commit, which would end the lingering transaction for it.
+// uncommitted that it needs (SettledRead).
 type settledKey struct{}
 
-func withSettledRead(ctx context.Context) context.Context {
+// SettledRead marks ctx for reads whose caller knows the writer holds
+// nothing uncommitted that they need (models' history cache): they do not
+// wait for the writer's commit, which would end the lingering transaction
+// for them.
+func SettledRead(ctx context.Context) context.Context {
 	return context.WithValue(ctx, settledKey{}, true)
 }
 
 // withRedo marks ctx for a transaction whose statements go to r.
-func withRedo(ctx context.Context, r *sqlitewriter.RedoLog) context.Context {
+func withRedo(ctx context.Context, r *RedoLog) context.Context {
 	return context.WithValue(ctx, redoKey{}, r)
 }
 
@@ -78,13 +88,13 @@ type baseConn interface {
 
 type redoConn struct {
 	base      baseConn
-	connector *redoConnector
+	connector *Connector
 	// rec is the redo log while the writer's transaction runs here.
-	rec *sqlitewriter.RedoLog
+	rec *RedoLog
 	// outside is the writer this connection's own transaction holds back
 	// from lingering (nil: none).
 	outside *GroupCommit
-	times   sqlitewriter.TimeTexts
+	times   TimeTexts
 }
 
 func (c *redoConn) Prepare(query string) (driver.Stmt, error) {
@@ -106,7 +116,7 @@ func (c *redoConn) Begin() (driver.Tx, error) {
 }
 
 func (c *redoConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if r, ok := ctx.Value(redoKey{}).(*sqlitewriter.RedoLog); ok && r != nil {
+	if r, ok := ctx.Value(redoKey{}).(*RedoLog); ok && r != nil {
 		tx, err := c.base.BeginTx(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -162,7 +172,7 @@ func (c *redoConn) QueryContext(ctx context.Context, query string, args []driver
 // query runs a statement that returns rows: on the writer's transaction
 // one that writes (UPDATE ... RETURNING) is recorded; outside any
 // transaction it reads what the writer acknowledged, unless ctx says the
-// caller needs none of it (withSettledRead).
+// caller needs none of it (SettledRead).
 func (c *redoConn) query(ctx context.Context, query string, args []driver.NamedValue, run func() (driver.Rows, error)) (driver.Rows, error) {
 	c.times.TimesAsText(args)
 	if !c.inTx() && ctx.Value(settledKey{}) == nil {

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 func openGrouped(t testing.TB) *Store {
@@ -39,7 +40,7 @@ func TestGroupCommitIsolatesAFailedJob(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			errs[i] = s.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 				if err := insertTestSession(ctx, s.Group, tx, fmt.Sprintf("s%d", i)); err != nil {
 					return err
 				}
@@ -79,74 +80,13 @@ func TestGroupCommitIsolatesAFailedJob(t *testing.T) {
 	}
 }
 
-// TestGroupCommitShedsWhenTheQueueIsFull: a full queue refuses a new
-// admission at once, while the write of admitted work (Do) waits for room
-// and then commits.
-func TestGroupCommitShedsWhenTheQueueIsFull(t *testing.T) {
-	s := openGrouped(t)
-	db, _ := s.DB.DB()
-	g := NewGroupCommit(db, 1, 1)
-	defer g.Close()
-	block, started := make(chan struct{}), make(chan struct{})
-	go g.Do(context.Background(), func(context.Context, *sql.Tx) error { close(started); <-block; return nil })
-	<-started
-	go g.Do(context.Background(), func(context.Context, *sql.Tx) error { return nil }) // fills the queue of 1
-	for len(g.jobs) < 1 {
-		runtime.Gosched()
-	}
-	err := g.Admit(context.Background(), func(context.Context, *sql.Tx) error { return nil })
-	if !errors.Is(err, ErrOverloaded) {
-		close(block)
-		t.Fatalf("want ErrOverloaded, got %v", err)
-	}
-	settled := make(chan error, 1)
-	go func() {
-		settled <- g.Do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
-			return insertTestSession(ctx, g, tx, "settled")
-		})
-	}()
-	close(block)
-	if err := <-settled; err != nil {
-		t.Fatalf("the write of admitted work was refused: %v", err)
-	}
-	var n int64
-	s.DB.Raw("SELECT COUNT(*) FROM chat_sessions WHERE id = 'settled'").Scan(&n)
-	if n != 1 {
-		t.Fatalf("the waiting write was not committed")
-	}
-}
-
-// TestGroupCommitCloseAnswersEveryCaller: jobs queued when the writer stops
-// run; a write after Close fails instead of hanging.
-func TestGroupCommitCloseAnswersEveryCaller(t *testing.T) {
-	s := openGrouped(t)
-	db, _ := s.DB.DB()
-	g := NewGroupCommit(db, 64, 4)
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := g.Do(context.Background(), func(context.Context, *sql.Tx) error { return nil })
-			if err != nil && !errors.Is(err, errGroupClosed) {
-				t.Errorf("Do: %v", err)
-			}
-		}()
-	}
-	g.Close()
-	wg.Wait()
-	if err := g.Do(context.Background(), func(context.Context, *sql.Tx) error { return nil }); !errors.Is(err, errGroupClosed) {
-		t.Fatalf("Do after Close: %v", err)
-	}
-}
-
 // BenchmarkGroupCommit: chat-exchange-sized jobs (a session upsert, an
 // action-log row and two messages) from many goroutines through the single
 // writer.
 func BenchmarkGroupCommit(b *testing.B) {
 	s := openGrouped(b)
 	benchExchanges(b, func(ctx context.Context, sess *ChatSession, run *AgentRun, msgs []ChatMessage) error {
-		return s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
+		return s.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error { return s.saveExchangeSQL(ctx, tx, sess, run, msgs) })
 	})
 	batches, writes := s.Group.Stats()
 	b.ReportMetric(float64(writes)/float64(max(batches, 1)), "jobs/batch")
@@ -267,7 +207,7 @@ func TestGroupCommitFirstUseOfAStatementUnderLoad(t *testing.T) {
 	const waiting = 3 // the pool has 4 connections: one is the writer's
 	errs := make(chan error, waiting)
 	var started sync.WaitGroup
-	err := s.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 		// Take the write lock.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_sessions (id, agent_id, subject, user_id, username, source, created_at, updated_at, session_key) VALUES ('w', 'a', 's', 'u', 'u', 'chat', '2026-01-01', '2026-01-01', 1)`); err != nil {
 			return err
@@ -343,7 +283,7 @@ func TestGroupCommitSurvivesAPanickingJob(t *testing.T) {
 					panic("boom")
 				}
 			}
-			errs[i] = s.Group.Do(ctx, fn)
+			errs[i] = s.Group.Do(ctx, heldFor(ctx), fn)
 		}()
 	}
 	wg.Wait()
@@ -352,7 +292,7 @@ func TestGroupCommitSurvivesAPanickingJob(t *testing.T) {
 			t.Fatalf("job %d: %v", i, err)
 		}
 	}
-	if err := s.Group.Do(ctx, write("after")); err != nil {
+	if err := s.Group.Do(ctx, heldFor(ctx), write("after")); err != nil {
 		t.Fatalf("write after the panics: %v", err)
 	}
 	var n int64
@@ -366,78 +306,6 @@ func TestGroupCommitSurvivesAPanickingJob(t *testing.T) {
 var testSessionKeys atomic.Int64
 
 // insertTestSession writes a session row with id in tx.
-func insertTestSession(ctx context.Context, g *GroupCommit, tx *sql.Tx, id string) error {
+func insertTestSession(ctx context.Context, g *sqlitewriter.GroupCommit, tx *sql.Tx, id string) error {
 	return g.Exec(ctx, tx, insertSessionSQL, id, "a", "sub", "u", "u", "chat", "2026-01-01", "2026-01-01", testSessionKeys.Add(1))
-}
-
-// TestGroupCommitAnswersAdmissionsBeforeOtherWrites: a journaled admission
-// queued behind another request's write is answered without waiting for
-// that write's statements (they run in a batch after it), so its caller can
-// call its provider meanwhile.
-func TestGroupCommitAnswersAdmissionsBeforeOtherWrites(t *testing.T) {
-	s := openGrouped(t)
-	g, ctx := s.Group, context.Background()
-	release := make(chan struct{})
-	// The writer is held off while both queue, so that one drain takes
-	// them, the write first.
-	g.writing.Lock()
-	wrote := make(chan error, 1)
-	go func() {
-		wrote <- g.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			<-release
-			return insertTestSession(ctx, g, tx, "written")
-		})
-	}()
-	for len(g.jobs) < 1 {
-		runtime.Gosched()
-	}
-	admitted := make(chan error, 1)
-	go func() {
-		admitted <- g.admitJournaled(ctx, func(context.Context, *sql.Tx) error { return nil })
-	}()
-	for len(g.jobs) < 2 {
-		runtime.Gosched()
-	}
-	g.writing.Unlock()
-	select {
-	case err := <-admitted:
-		if err != nil {
-			t.Fatalf("admission: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		close(release)
-		t.Fatal("the admission waited for a write queued before it")
-	}
-	close(release)
-	if err := <-wrote; err != nil {
-		t.Fatalf("write: %v", err)
-	}
-	var n int64
-	s.DB.Raw("SELECT COUNT(*) FROM chat_sessions WHERE id = 'written'").Scan(&n)
-	if n != 1 {
-		t.Fatal("the write behind the admission was not committed")
-	}
-}
-
-func TestAdmissionsFirstKeepsEachGroupsOrder(t *testing.T) {
-	var jobs []*commitJob
-	for i := range 8 {
-		// Job 7 is an admission behind its request's held writes.
-		jobs = append(jobs, &commitJob{noTx: i%3 == 1 || i == 7, afterHeld: i == 7})
-	}
-	want := []*commitJob{jobs[1], jobs[4], jobs[0], jobs[2], jobs[3], jobs[5], jobs[6], jobs[7]}
-	var scratch []*commitJob
-	if n := admissionsFirst(jobs, &scratch); n != 2 {
-		t.Fatalf("%d admissions, want 2", n)
-	}
-	for i := range want {
-		if jobs[i] != want[i] {
-			t.Fatalf("job %d out of order", i)
-		}
-	}
-	for _, j := range scratch[:cap(scratch)] {
-		if j != nil {
-			t.Fatal("the scratch slice keeps jobs alive")
-		}
-	}
 }

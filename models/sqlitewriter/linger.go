@@ -1,12 +1,10 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // The group commit's lingering transaction (see redoLog for why): with a
@@ -126,7 +124,7 @@ func (g *GroupCommit) commitTx(ctx context.Context, tx *sql.Tx) error {
 	if g.redo != nil && g.redo.Recorded() {
 		seq = g.redo.Seq()
 		g.redo.SetReplaying(true) // not a batch's statement
-		err := g.Exec(ctx, tx, sqlitewriter.SetRedoSQL, int64(seq))
+		err := g.Exec(ctx, tx, SetRedoSQL, int64(seq))
 		g.redo.SetReplaying(false)
 		if err != nil {
 			g.rollback(tx)
@@ -179,7 +177,7 @@ func (g *GroupCommit) commitAcked() {
 			g.openSince = time.Now() // try again after another lingerFor
 		}
 		g.releaseAcked()
-		if IsStorageFull(err) && g.onFull != nil {
+		if g.onFull != nil && g.isFull(err) {
 			g.onFull()
 		}
 	}
@@ -224,3 +222,27 @@ func (g *GroupCommit) outsideBegin() {
 }
 
 func (g *GroupCommit) outsideEnd() { g.outside.Add(-1) }
+
+// The lingering as tests (models' included) see and steer it.
+
+// SetLinger changes how long the transaction may linger (DefaultLinger;
+// 0 or less: it commits every batch). Only a job (under the writing lock)
+// calls it.
+func (g *GroupCommit) SetLinger(d time.Duration) { g.lingerFor = d }
+
+// Unsettled reports, under the writing lock, whether acknowledged batches
+// wait for their commit.
+func (g *GroupCommit) Unsettled() bool {
+	g.writing.Lock()
+	defer g.writing.Unlock()
+	return g.unsettled()
+}
+
+// Acknowledged reports whether batches were acknowledged from the redo log
+// and not committed yet (without the writing lock: what a reader on
+// another connection would wait for).
+func (g *GroupCommit) Acknowledged() bool { return g.acked.Load() != nil }
+
+// Sync returns once what the writer acknowledged is committed, as a read
+// on another connection does first.
+func (g *GroupCommit) Sync() { g.sync() }

@@ -1,4 +1,4 @@
-package models
+package sqlitewriter
 
 import (
 	"context"
@@ -29,16 +29,17 @@ type rawStatements struct {
 	args  []driver.NamedValue // reused; only the writer runs statements here
 }
 
-// onWriterConn reports whether tx is the writer's transaction on its own
-// connection (statements in it may run raw); connTx is only set on one.
-func (g *GroupCommit) onWriterConn(tx *sql.Tx) bool {
+// OnWriterConn reports whether tx is the writer's transaction on its own
+// connection (statements in it may run raw, ExecRaw); connTx is only set
+// on one.
+func (g *GroupCommit) OnWriterConn(tx *sql.Tx) bool {
 	return tx != nil && tx == g.connTx
 }
 
-// execRaw runs query with args in the writer's transaction on its own
-// connection and returns the rows it changed. The caller holds writing and
-// checked onWriterConn.
-func (g *GroupCommit) execRaw(ctx context.Context, query string, args []any) (int64, error) {
+// ExecRaw runs query with args in the writer's transaction on its own
+// connection and returns the rows it changed. The caller is a job (it
+// holds writing) and checked OnWriterConn.
+func (g *GroupCommit) ExecRaw(ctx context.Context, query string, args []any) (int64, error) {
 	var changed int64
 	err := g.conn.Raw(func(dc any) error {
 		st, err := g.raw.prepare(ctx, dc, query)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // counterBook holds SQLite's budget counters in the group-commit writer.
@@ -29,9 +31,9 @@ import (
 // counter is read from the database the first time a batch needs it.
 //
 // Only the holder of the group commit's writing lock uses a counterBook
-// (jobs, begin, flush, end).
+// (jobs, and the writer through ledgerHook: begin, flush, end).
 type counterBook struct {
-	g       *GroupCommit
+	h       *ledgerHook // its writer, h.g
 	held    map[string]CounterValue
 	changed map[string]CounterValue // this attempt's values, after its changes
 	order   []string                // keys in changed, in first-change order
@@ -43,8 +45,8 @@ type counterBook struct {
 // starts again from the database.
 const maxHeldCounters = 10_000
 
-func newCounterBook(g *GroupCommit) *counterBook {
-	return &counterBook{g: g, held: map[string]CounterValue{}, changed: map[string]CounterValue{}}
+func newCounterBook(h *ledgerHook) *counterBook {
+	return &counterBook{h: h, held: map[string]CounterValue{}, changed: map[string]CounterValue{}}
 }
 
 // begin starts an attempt at a batch.
@@ -84,7 +86,7 @@ func (b *counterBook) value(ctx context.Context, tx *sql.Tx, key string) (Counte
 	if v, ok := b.held[key]; ok {
 		return v, true, nil
 	}
-	q, err := b.g.Stmt(ctx, tx, readCounterSQL)
+	q, err := b.h.g.Stmt(ctx, tx, readCounterSQL)
 	if err != nil {
 		return CounterValue{}, false, err
 	}
@@ -144,7 +146,7 @@ func (b *counterBook) flush(ctx context.Context, tx *sql.Tx) error {
 	if len(b.order) == 0 {
 		return nil
 	}
-	q, err := b.g.Stmt(ctx, tx, writeCounterSQL)
+	q, err := b.h.g.Stmt(ctx, tx, writeCounterSQL)
 	if err != nil {
 		return err
 	}
@@ -171,22 +173,22 @@ func (b *counterBook) has(key string) bool {
 // on them: what the database holds plus what journaled admissions reserve
 // (admissionJournal). With a nil tx (a journaled admission outside the
 // batch's transaction) a counter not in memory asks for the transaction
-// (errNeedsTx).
-func (g *GroupCommit) decisionValues(ctx context.Context, tx *sql.Tx, keys []string) ([]CounterValue, error) {
+// (sqlitewriter.ErrNeedsTx).
+func (h *ledgerHook) decisionValues(ctx context.Context, tx *sql.Tx, keys []string) ([]CounterValue, error) {
 	if tx == nil {
 		for _, k := range keys {
-			if !g.counters.has(k) {
-				return nil, errNeedsTx
+			if !h.counters.has(k) {
+				return nil, sqlitewriter.ErrNeedsTx
 			}
 		}
 	}
-	vs, err := g.counters.values(ctx, tx, keys)
+	vs, err := h.counters.values(ctx, tx, keys)
 	if err != nil {
 		return nil, err
 	}
-	if g.journal != nil {
+	if h.journal != nil {
 		for i := range vs {
-			vs[i].ReservedMicros += g.journal.reservedFor(vs[i].Key)
+			vs[i].ReservedMicros += h.journal.reservedFor(vs[i].Key)
 		}
 	}
 	return vs, nil

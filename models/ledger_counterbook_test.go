@@ -48,7 +48,7 @@ func TestCounterBookForgetsARolledBackAttempt(t *testing.T) {
 	now := time.Now().UTC()
 	boom := errors.New("boom")
 	add := func(n int64, fail bool) error {
-		return l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return l.store.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := l.addToCounters(ctx, tx, keys, n, 0, now); err != nil {
 				return err
 			}
@@ -75,9 +75,9 @@ func TestCounterBookForgetsARolledBackAttempt(t *testing.T) {
 		t.Fatalf("database reserved = %d, want 12 (the failed job's 100 rolled back)", got)
 	}
 	var held []CounterValue
-	if err := l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	if err := l.store.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		held, err = l.store.Group.counters.values(ctx, tx, keys)
+		held, err = l.store.hook.counters.values(ctx, tx, keys)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestCounterBookForgetsARolledBackAttempt(t *testing.T) {
 		t.Fatalf("writer holds reserved = %d, want 12", held[0].ReservedMicros)
 	}
 	// A counter that does not exist is refused without changing anything.
-	err = l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = l.store.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 		_, err := l.addToCounters(ctx, tx, []string{"day:x", "user-day:nobody"}, 1, 0, now)
 		return err
 	})
@@ -121,7 +121,7 @@ func TestSettleCallLaterIsCoveredByTheNextCommit(t *testing.T) {
 		t.Fatal("not queued on SQLite's group commit")
 	}
 	// The request's next write (its exchange) covers the settlement.
-	if err := l.store.Group.Do(ctx, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+	if err := l.store.Group.Do(ctx, heldFor(ctx), func(context.Context, *sql.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	e, err := l.GetLedgerEntry(ctx, "c1")
@@ -161,7 +161,7 @@ func TestHeldSettlementCommitsWhenTheExchangeFails(t *testing.T) {
 		t.Fatal("not held")
 	}
 	boom := errors.New("boom")
-	if err := l.store.Group.Do(ctx, func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
+	if err := l.store.Group.Do(ctx, heldFor(ctx), func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("exchange: %v", err)
 	}
 	if len(heard) != 1 || heard[0] != nil {
@@ -209,13 +209,13 @@ func TestHeldSettlementCountsBeforeTheNextAdmission(t *testing.T) {
 			// admissionsFirst); without that they might run on this
 			// goroutine instead.
 			g := l.store.Group
-			g.writing.Lock()
+			release := g.Hold()
 			second := make(chan AdmitResult, 1)
 			go func() { second <- admit("t2") }()
-			for len(g.jobs) < 2 {
+			for g.Queued() < 2 {
 				runtime.Gosched()
 			}
-			g.writing.Unlock()
+			release()
 			if !(<-second).Admitted {
 				t.Fatal("second turn refused: the first one still counted at its worst case")
 			}
@@ -224,26 +224,6 @@ func TestHeldSettlementCountsBeforeTheNextAdmission(t *testing.T) {
 			}
 		})
 	}
-}
-
-// With nothing queued, a write runs on its caller's goroutine: no hand-off
-// to the writer and back.
-func TestGroupCommitRunsAnIdleWriteOnItsCaller(t *testing.T) {
-	s := openGrouped(t)
-	caller := goroutineID()
-	var ran string
-	if err := s.Group.Do(context.Background(), func(context.Context, *sql.Tx) error { ran = goroutineID(); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if ran != caller {
-		t.Fatalf("ran on goroutine %s, called from %s", ran, caller)
-	}
-}
-
-func goroutineID() string {
-	buf := make([]byte, 64)
-	buf = buf[:runtime.Stack(buf, false)]
-	return strings.Fields(string(buf))[1] // "goroutine N [running]:"
 }
 
 // BenchmarkLedgerAdmitSettle: one admission and one settlement per op
@@ -318,7 +298,7 @@ func BenchmarkChatRequestWrites(b *testing.B) {
 				if !l.SettleCallLater(ctx, st, func(SettleResult, error) {}) {
 					b.Fatal("settlement not held")
 				}
-				if err := l.store.Group.Do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				if err := l.store.Group.Do(ctx, heldFor(ctx), func(ctx context.Context, tx *sql.Tx) error {
 					return l.store.Group.Exec(ctx, tx, insertSessionSQL, st.CallID, "a", "sub", "u", "u", "chat", st.FinishedAt, st.FinishedAt, keys.Add(1))
 				}); err != nil {
 					b.Fatal(err)
