@@ -54,7 +54,7 @@ test-go:
 # longer hunt: make fuzz FUZZTIME=10m). Findings land in the package's
 # testdata/fuzz/<target>/ and then run as ordinary tests.
 FUZZ_TARGETS := ./api:FuzzRequestBody ./internal/jsonpath:FuzzParse ./internal/webhook:FuzzMap \
-	./internal/config:FuzzParse ./internal/config:FuzzApplyEnv ./internal/agent:FuzzParse \
+	./internal/config:FuzzParse ./internal/config:FuzzApplyEnv ./internal/agentdef:FuzzParse \
 	./internal/llm:FuzzProviderStreams ./internal/agentpkg:FuzzVerify
 FUZZTIME ?= 1m
 fuzz:

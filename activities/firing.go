@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/llm"
@@ -210,7 +211,7 @@ func (a *ScheduledActivities) saveFiringExchange(ctx context.Context, in workflo
 
 // deliverReply creates the delivery record of the firing's reply and puts
 // the message for the Delivery workflow in res.
-func (a *ScheduledActivities) deliverReply(ctx context.Context, def *agent.Definition, in workflows.ScheduledFinishInput, res *workflows.ScheduledRunResult, reply string) error {
+func (a *ScheduledActivities) deliverReply(ctx context.Context, def *agentdef.Definition, in workflows.ScheduledFinishInput, res *workflows.ScheduledRunResult, reply string) error {
 	out := def.Schedule.Output
 	dest, err := a.Channels.Check(ctx, out.Channel, out.To)
 	if err != nil {

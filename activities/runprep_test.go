@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -21,9 +22,9 @@ import (
 )
 
 // agentMap is an agent registry in memory.
-type agentMap map[string]*agent.Definition
+type agentMap map[string]*agentdef.Definition
 
-func (m agentMap) Get(id string) (*agent.Definition, bool) { d, ok := m[id]; return d, ok }
+func (m agentMap) Get(id string) (*agentdef.Definition, bool) { d, ok := m[id]; return d, ok }
 
 // prepDeps are what the prepare steps of firings and webhook runs stand
 // on: a store, the run log, a router with one provider (ollama, model m).
@@ -55,15 +56,15 @@ func newPrepDeps(t *testing.T) *prepDeps {
 	return &prepDeps{store: store, log: &runlog.Log{Store: store, BlobDir: filepath.Join(dir, "blobs")}, cfg: cfg,
 		router: llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"), toolbox: agent.NewToolbox(netguard.Policy{}, 5*time.Second),
 		agents: agentMap{
-			"good": {ID: "good", Enabled: &enabled, SystemPrompt: "You help.", Builtins: []string{"read_file"}, Schedule: &agent.Schedule{Prompt: "Report."},
-				LLM: agent.LLMSettings{DataClassification: "internal"}},
-			"bad": {ID: "bad", Enabled: &enabled, Schedule: &agent.Schedule{}, LLM: agent.LLMSettings{Provider: "nope"}},
+			"good": {ID: "good", Enabled: &enabled, SystemPrompt: "You help.", Builtins: []string{"read_file"}, Schedule: &agentdef.Schedule{Prompt: "Report."},
+				LLM: agentdef.LLMSettings{DataClassification: "internal"}},
+			"bad": {ID: "bad", Enabled: &enabled, Schedule: &agentdef.Schedule{}, LLM: agentdef.LLMSettings{Provider: "nope"}},
 		}}
 }
 
 // snapshotOf is the snapshot hash of the agent as a run resolves it, built
 // here step by step as the prepare steps built it before runprep.
-func (d *prepDeps) snapshotOf(t *testing.T, def *agent.Definition, who *auth.Principal, user string, history []llm.Message) string {
+func (d *prepDeps) snapshotOf(t *testing.T, def *agentdef.Definition, who *auth.Principal, user string, history []llm.Message) string {
 	t.Helper()
 	set, err := chat.Resolve(&d.cfg.Config, d.router, def, d.toolbox.Tools(def), nil, who)
 	if err != nil {

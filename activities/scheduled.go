@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -23,9 +24,9 @@ import (
 	"github.com/agentryhq/agentry/workflows"
 )
 
-// Agents is the agent registry (*agent.Registry).
+// Agents is the agent registry (*agentdef.Registry).
 type Agents interface {
-	Get(id string) (*agent.Definition, bool)
+	Get(id string) (*agentdef.Definition, bool)
 }
 
 // ScheduledActivities are the activities of the ScheduledAgent workflow.
@@ -145,7 +146,7 @@ func (a *ScheduledActivities) run(ctx context.Context, in workflows.ScheduledAge
 
 // prompt is the message a firing sends: schedule.prompt, or a line naming
 // the firing time.
-func prompt(def *agent.Definition, at time.Time) string {
+func prompt(def *agentdef.Definition, at time.Time) string {
 	if def.Schedule.Prompt != "" {
 		return def.Schedule.Prompt
 	}

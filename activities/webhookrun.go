@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -184,7 +185,7 @@ func (a *WebhookRunActivities) saveExchange(ctx context.Context, fin workflows.W
 	return a.Store.SaveExchange(ctx, sess, run, msgs)
 }
 
-func (a *WebhookRunActivities) replyDelivery(ctx context.Context, def *agent.Definition, in workflows.WebhookRunInput, reply string) (*workflows.DeliveryInput, error) {
+func (a *WebhookRunActivities) replyDelivery(ctx context.Context, def *agentdef.Definition, in workflows.WebhookRunInput, reply string) (*workflows.DeliveryInput, error) {
 	out := def.Webhook.ReplyOutput
 	dest, err := a.Channels.Check(ctx, out.Channel, out.To)
 	if err != nil {

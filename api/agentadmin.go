@@ -6,7 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/llm"
@@ -28,7 +28,7 @@ const SourceTrigger = "trigger"
 //	POST   /agents/{agent_id}/trigger   run it synchronously
 //	DELETE /agents/{agent_id}           remove its file (workspace agents folder only)
 type AgentAdminFeature struct {
-	Files *agent.Files
+	Files *agentdef.Files
 	Chat  *chat.Service
 }
 
@@ -43,7 +43,7 @@ func (f *AgentAdminFeature) Register(r fiber.Router) {
 }
 
 // agentSingle is the spec's single form of an agent (as GET /agents/{id}).
-func agentSingle(d *agent.Definition) agentDetail {
+func agentSingle(d *agentdef.Definition) agentDetail {
 	item := listItem(d)
 	item.LLM.MaxTokens = d.LLM.MaxTokens
 	return agentDetail{agentListItem: item, SystemPrompt: d.SystemPrompt, Name: d.Name, Enabled: d.IsEnabled(),
@@ -93,7 +93,7 @@ func definitionBody(c *fiber.Ctx) ([]byte, string, error) {
 		}
 		return []byte(body.Definition), safeSourceName(body.File), nil
 	}
-	text, err := agent.DefinitionFromJSON(c.Body())
+	text, err := agentdef.DefinitionFromJSON(c.Body())
 	if err != nil {
 		return nil, "", badRequest("%v", err)
 	}

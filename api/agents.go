@@ -1,14 +1,13 @@
 package api
 
 import (
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/agentryhq/agentry/internal/agent"
 )
 
 // AgentsFeature serves GET /agents and GET /agents/{agent_id}.
 type AgentsFeature struct {
-	Agents *agent.Registry
+	Agents *agentdef.Registry
 }
 
 // Register implements Feature.
@@ -36,16 +35,16 @@ type agentLLMRef struct {
 // system_prompt, and the fields a client needs to drive the agent.
 type agentDetail struct {
 	agentListItem
-	SystemPrompt string                `json:"system_prompt"`
-	Name         string                `json:"name,omitempty"`
-	Enabled      bool                  `json:"enabled"`
-	Trigger      string                `json:"trigger,omitempty"`
-	Schedule     *agent.Schedule       `json:"schedule,omitempty"`
-	Webhook      *agent.WebhookMapping `json:"webhook,omitempty"`
-	MaxTurns     int                   `json:"max_turns,omitempty"`
+	SystemPrompt string                   `json:"system_prompt"`
+	Name         string                   `json:"name,omitempty"`
+	Enabled      bool                     `json:"enabled"`
+	Trigger      string                   `json:"trigger,omitempty"`
+	Schedule     *agentdef.Schedule       `json:"schedule,omitempty"`
+	Webhook      *agentdef.WebhookMapping `json:"webhook,omitempty"`
+	MaxTurns     int                      `json:"max_turns,omitempty"`
 }
 
-func listItem(d *agent.Definition) agentListItem {
+func listItem(d *agentdef.Definition) agentListItem {
 	nz := func(s []string) []string {
 		if s == nil {
 			return []string{}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/agentpkg"
 	"github.com/agentryhq/agentry/internal/approvals"
 	"github.com/agentryhq/agentry/internal/chat"
@@ -128,12 +128,12 @@ func errorCases() []errorCase {
 			`409 - {"code":"conflict","error":"mcp server s1 is defined in config.yaml (mcp.s1); change it there","server":"s1"}`},
 		{"mcp not found", mcp.ErrNotFound, `404 - {"code":"not_found","error":"mcp server not found"}`},
 		{"package", wrap(&agentpkg.Error{Kind: agentpkg.KindDefinition, Msg: "bad definition"}), `400 - {"code":"invalid_definition","error":"bad definition"}`},
-		{"agent definition", &agent.ValidationError{Problems: []agent.FieldError{{File: "a.yaml", Line: 3, Key: "llm.model", Msg: "is required"}, {File: "a.yaml", Msg: "bad"}}},
+		{"agent definition", &agentdef.ValidationError{Problems: []agentdef.FieldError{{File: "a.yaml", Line: 3, Key: "llm.model", Msg: "is required"}, {File: "a.yaml", Msg: "bad"}}},
 			`400 - {"code":"invalid_definition","error":"a.yaml:3: llm.model: is required; a.yaml: bad","problems":[{"file":"a.yaml","key":"llm.model","line":3,"message":"is required"},{"file":"a.yaml","key":"","line":0,"message":"bad"}]}`},
-		{"agent outside", &agent.OutsideDirError{ID: "bot", File: "/etc/bot.yaml", Dir: "/ws/agents"},
+		{"agent outside", &agentdef.OutsideDirError{ID: "bot", File: "/etc/bot.yaml", Dir: "/ws/agents"},
 			`409 - {"code":"outside_workspace","error":"agent \"bot\" is defined in /etc/bot.yaml, outside the workspace agents folder /ws/agents; edit or remove that file by hand","file":"/etc/bot.yaml"}`},
-		{"agent exists", fmt.Errorf("%w: bot", agent.ErrExists), `409 - {"code":"exists","error":"agent already exists: bot"}`},
-		{"agent not found", fmt.Errorf("%w: bot", agent.ErrNotFound), `404 - {"code":"not_found","error":"agent not found: bot"}`},
+		{"agent exists", fmt.Errorf("%w: bot", agentdef.ErrExists), `409 - {"code":"exists","error":"agent already exists: bot"}`},
+		{"agent not found", fmt.Errorf("%w: bot", agentdef.ErrNotFound), `404 - {"code":"not_found","error":"agent not found: bot"}`},
 		{"secret invalid", &fault.Invalid{Msg: "secret value is empty"}, `400 - {"code":"invalid","error":"secret value is empty"}`},
 		{"secret not found", secrets.ErrNotFound, `404 - {"code":"not_found","error":"secret not found"}`},
 		{"unknown channel", fmt.Errorf("%w: slack", delivery.ErrUnknownChannel), `404 - {"code":"not_found","error":"unknown channel: slack"}`},

@@ -7,7 +7,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/events"
@@ -49,7 +49,7 @@ func SSRFPolicy(cfg *config.Config) netguard.Policy {
 // NewCosts builds cost governance over the store, with the agents'
 // allowlists and classification; budget alerts go to the log and the
 // events table (type cost.budget_alert).
-func NewCosts(ctx context.Context, g *Gateway, agents *agent.Registry, bus *events.Bus, log *slog.Logger) (*costs.Controller, error) {
+func NewCosts(ctx context.Context, g *Gateway, agents *agentdef.Registry, bus *events.Bus, log *slog.Logger) (*costs.Controller, error) {
 	return costs.New(ctx, costs.Options{
 		Config: &g.Config.Config, Store: g.Store, Logger: log,
 		Agents: func(id string) (costs.AgentPolicy, bool) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/approvals"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -40,14 +41,14 @@ type Services struct {
 	// bg lives until Stop: background work of the services.
 	bg context.Context
 
-	Agents  *agent.Registry
+	Agents  *agentdef.Registry
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
 	// RunLog keeps durable runs' conversations out of Temporal.
 	RunLog *runlog.Log
 	Chat   *chat.Service
 	// AgentFiles writes definition files for the agent admin routes.
-	AgentFiles *agent.Files
+	AgentFiles *agentdef.Files
 	// Secrets is the write-only secret store (credentials/secrets.key).
 	Secrets *secrets.Store
 	// Costs is LLM cost governance, the Router's admission gate.
@@ -95,7 +96,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		return nil, err
 	}
 	s.Router = router
-	s.Agents = agent.NewRegistry(append([]string{cfg.Workspace.AgentsDir()}, cfg.AgentDirs...), log)
+	s.Agents = agentdef.NewRegistry(append([]string{cfg.Workspace.AgentsDir()}, cfg.AgentDirs...), log)
 	go s.Agents.Watch(bg, AgentWatchInterval)
 	s.Toolbox = agent.NewToolbox(SSRFPolicy(&cfg.Config), cfg.Runtime.ToolTimeout)
 	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())
@@ -118,7 +119,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	}
 	s.Router.SetGate(s.Costs.Observed(g.auditRejection))
 	go s.Costs.RunReaper(bg)
-	s.AgentFiles = agent.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
+	s.AgentFiles = agentdef.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	s.addPackageInstalls(bg)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/delivery"
@@ -32,7 +33,7 @@ type Deps struct {
 
 	Config  *config.Loaded
 	Store   *models.Store
-	Agents  *agent.Registry
+	Agents  *agentdef.Registry
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
 	// RunLog keeps durable runs' conversations and snapshots.
@@ -101,7 +102,7 @@ func targets(c *delivery.Channels) activities.Targets {
 	return c
 }
 
-func agents(r *agent.Registry) activities.Agents {
+func agents(r *agentdef.Registry) activities.Agents {
 	if r == nil {
 		return nil
 	}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 // The contract of tool approvals in the agent-run core (agentrun.go): a
@@ -42,25 +42,25 @@ const (
 // ApprovalPolicy is the approvals block of the run's agent as resolved
 // when the run was requested. Empty: no tool needs approval.
 type ApprovalPolicy struct {
-	// Tools are names or prefixes ending in * (agent.ApprovalNeeded).
+	// Tools are names or prefixes ending in * (agentdef.ApprovalNeeded).
 	Tools []string `json:"tools,omitempty"`
 	// Timeout is how long one approval waits; 0 means
-	// agent.DefaultApprovalTimeout.
+	// agentdef.DefaultApprovalTimeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Needs reports whether calling tool needs a person's approval.
-func (p ApprovalPolicy) Needs(tool string) bool { return agent.ApprovalNeeded(p.Tools, tool) }
+func (p ApprovalPolicy) Needs(tool string) bool { return agentdef.ApprovalNeeded(p.Tools, tool) }
 
 func (p ApprovalPolicy) wait() time.Duration {
 	if p.Timeout > 0 {
 		return p.Timeout
 	}
-	return agent.DefaultApprovalTimeout
+	return agentdef.DefaultApprovalTimeout
 }
 
 // PolicyOf converts an agent's approvals block.
-func PolicyOf(a *agent.Approvals) ApprovalPolicy {
+func PolicyOf(a *agentdef.Approvals) ApprovalPolicy {
 	if a == nil || len(a.Tools) == 0 {
 		return ApprovalPolicy{}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/llm"
 )
 
@@ -44,7 +45,7 @@ func ScheduleIDPrefix(taskQueue string) string { return taskQueue + ":schedule:"
 // person's approval (each park is bounded by the approval timeout and
 // parked time does not count, so no backstop could know the total; the
 // workflow bounds every wait itself), as for task runs.
-func FiringExecutionTimeout(a *agent.Approvals) time.Duration {
+func FiringExecutionTimeout(a *agentdef.Approvals) time.Duration {
 	if len(PolicyOf(a).Tools) > 0 {
 		return 0
 	}

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 )
 
 func TestParseValidDefinition(t *testing.T) {
-	d, err := Parse([]byte(`
+	d, err := agentdef.Parse([]byte(`
 id: reporter
 name: Daily reporter
 description: Writes the daily report
@@ -55,7 +56,7 @@ func TestParseReportsFileLineKey(t *testing.T) {
 		{"name: no id\n", []string{"id: is required"}},
 	}
 	for _, c := range cases {
-		_, err := Parse([]byte(c.body), "a.yaml")
+		_, err := agentdef.Parse([]byte(c.body), "a.yaml")
 		if err == nil {
 			t.Errorf("%q: expected an error", c.body)
 			continue
@@ -76,7 +77,7 @@ func TestRegistryLoadsAndReloads(t *testing.T) {
 	os.WriteFile(filepath.Join(other, "a.yml"), []byte("id: a\ndescription: shadowed\n"), 0o644)
 	os.WriteFile(filepath.Join(other, "b.yml"), []byte("id: b\n"), 0o644)
 	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("not an agent"), 0o644)
-	r := NewRegistry([]string{dir, other, filepath.Join(dir, "missing")}, nil)
+	r := agentdef.NewRegistry([]string{dir, other, filepath.Join(dir, "missing")}, nil)
 	if got := len(r.List()); got != 2 {
 		t.Fatalf("want 2 agents, got %d", got)
 	}
@@ -124,7 +125,7 @@ func (s *scripted) CallLLM(tr TurnRequest) (*llm.Response, error) {
 
 func (s *scripted) CallTool(inv ToolInvocation) (ToolResult, error) {
 	s.tools = append(s.tools, inv)
-	return s.box.Execute(context.Background(), s.dir, KnownBuiltins, inv.Call)
+	return s.box.Execute(context.Background(), s.dir, agentdef.KnownBuiltins, inv.Call)
 }
 
 func TestLoopRunsToolsAndFinishes(t *testing.T) {
@@ -200,12 +201,12 @@ func TestHTTPGetSSRF(t *testing.T) {
 	defer srv.Close()
 	call := llm.ToolCall{Name: "http_get", Arguments: json.RawMessage(`{"url":"` + srv.URL + `"}`)}
 	blocked := NewToolbox(netguard.Policy{Enabled: true}, time.Second)
-	res, err := blocked.Execute(context.Background(), t.TempDir(), KnownBuiltins, call)
+	res, err := blocked.Execute(context.Background(), t.TempDir(), agentdef.KnownBuiltins, call)
 	if err != nil || !res.IsError || !strings.Contains(res.Content, "not allowed") {
 		t.Fatalf("loopback fetch not refused: %+v %v", res, err)
 	}
 	allowed := NewToolbox(netguard.Policy{Enabled: true, AllowLoopback: true}, time.Second)
-	res, err = allowed.Execute(context.Background(), t.TempDir(), KnownBuiltins, call)
+	res, err = allowed.Execute(context.Background(), t.TempDir(), agentdef.KnownBuiltins, call)
 	if err != nil || res.IsError || !strings.Contains(res.Content, "hello") {
 		t.Fatalf("allowed fetch: %+v %v", res, err)
 	}

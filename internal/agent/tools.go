@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentryhq/agentry/drivers"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
@@ -79,7 +80,7 @@ type Toolbox struct {
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
 // the tools of the MCP servers it opted into.
-func (t *Toolbox) Tools(def *Definition) []llm.Tool {
+func (t *Toolbox) Tools(def *agentdef.Definition) []llm.Tool {
 	tools := ToolsFor(def.Builtins)
 	if t != nil && t.MCP != nil {
 		tools = append(tools, t.MCP.Tools(def.MCP)...)
@@ -92,7 +93,7 @@ func (t *Toolbox) Tools(def *Definition) []llm.Tool {
 
 // SystemPrompt is the agent's system prompt followed by the instructions
 // of the skills it names (those that are loaded).
-func (t *Toolbox) SystemPrompt(def *Definition) string {
+func (t *Toolbox) SystemPrompt(def *agentdef.Definition) string {
 	if t == nil || t.Skills == nil || len(def.Skills) == 0 {
 		return def.SystemPrompt
 	}

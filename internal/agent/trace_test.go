@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/dev/telemetrytest"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 )
@@ -24,7 +25,7 @@ func TestToolCallSpans(t *testing.T) {
 	args, _ := json.Marshal(map[string]string{"path": "a.txt", "content": content})
 	run := func(id, name string, args []byte) {
 		t.Helper()
-		if _, err := box.Execute(context.Background(), dir, KnownBuiltins, llm.ToolCall{ID: id, Name: name, Arguments: args}); err != nil {
+		if _, err := box.Execute(context.Background(), dir, agentdef.KnownBuiltins, llm.ToolCall{ID: id, Name: name, Arguments: args}); err != nil {
 			t.Fatal(err)
 		}
 	}

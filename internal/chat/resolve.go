@@ -3,7 +3,7 @@ package chat
 import (
 	"slices"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/fault"
@@ -42,7 +42,7 @@ type Settings struct {
 // its bounds; the workspace and agent allowlists are enforced by the cost
 // controller at admission, for every surface, where a refused call also
 // gets its ledger row.
-func Resolve(cfg *config.Config, router *llm.Router, def *agent.Definition, tools []llm.Tool, ov *Overrides, who *auth.Principal) (Settings, error) {
+func Resolve(cfg *config.Config, router *llm.Router, def *agentdef.Definition, tools []llm.Tool, ov *Overrides, who *auth.Principal) (Settings, error) {
 	s := Settings{
 		Provider:    def.LLM.Provider,
 		Model:       def.LLM.Model,

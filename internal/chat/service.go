@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/detached"
@@ -33,7 +34,7 @@ const historyLimit = 50
 // Service runs agents in-process.
 type Service struct {
 	Config  *config.Loaded
-	Agents  *agent.Registry
+	Agents  *agentdef.Registry
 	Router  *llm.Router
 	Store   models.ChatStore
 	Toolbox *agent.Toolbox
@@ -103,7 +104,7 @@ func SessionIDFor(prefix, subject, agentID, userID string) string {
 
 // Prepare validates a request before anything is stored or sent, so that
 // streaming handlers can answer 4xx before they start the stream.
-func (s *Service) Prepare(ctx context.Context, req *Request) (*agent.Definition, Settings, error) {
+func (s *Service) Prepare(ctx context.Context, req *Request) (*agentdef.Definition, Settings, error) {
 	req.AgentID = strings.TrimSpace(req.AgentID)
 	if req.AgentID == "" {
 		return nil, Settings{}, invalid("agent_id", "is required")
@@ -300,7 +301,7 @@ func compactUUID(prefix string) string {
 type inProcess struct {
 	ctx     context.Context
 	svc     *Service
-	def     *agent.Definition
+	def     *agentdef.Definition
 	set     Settings
 	onDelta func(string) error
 	meta    llm.CallMeta

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentryhq/agentry/dev/gitrepo"
 	"github.com/agentryhq/agentry/dev/testenv"
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/agentpkg"
 	"github.com/agentryhq/agentry/models"
 )
@@ -30,7 +30,7 @@ func newService(t *testing.T, trusted ...ed25519.PublicKey) (*Service, string) {
 	}
 	t.Cleanup(func() { st.Close() })
 	agents := t.TempDir()
-	files := agent.NewFiles(agents, agent.NewRegistry([]string{agents}, nil))
+	files := agentdef.NewFiles(agents, agentdef.NewRegistry([]string{agents}, nil))
 	return &Service{Store: st, Packages: &agentpkg.Service{Files: files}, WorkDir: t.TempDir(),
 		TrustedKeys: func() []ed25519.PublicKey { return trusted }}, agents
 }

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/agentpkg"
 	"github.com/agentryhq/agentry/models"
 )
@@ -277,7 +277,7 @@ func (s *Service) Install(ctx context.Context, jobID string) (string, error) {
 		return "", err
 	} else if !resumed || !done {
 		if _, _, err := s.Packages.Import(ctx, []byte(job.PackageDoc), job.Enable, job.Overwrite); err != nil {
-			if errors.Is(err, agent.ErrExists) || agentpkg.KindOf(err) != "" {
+			if errors.Is(err, agentdef.ErrExists) || agentpkg.KindOf(err) != "" {
 				return "", refused("install: %v", err)
 			}
 			return "", err
@@ -305,7 +305,7 @@ func (s *Service) alreadyInstalled(job *models.PackageInstallJob, p *agentpkg.Pa
 	if err != nil {
 		return false, err
 	}
-	if text, err = agent.WithEnabled(text, job.Enable); err != nil {
+	if text, err = agentdef.WithEnabled(text, job.Enable); err != nil {
 		return false, err
 	}
 	have, err := os.ReadFile(def.File)

@@ -14,6 +14,7 @@ import (
 	"context"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -39,7 +40,7 @@ type Preparer struct {
 type Request struct {
 	// Agent is the definition the run uses; the caller has checked that it
 	// exists and is enabled (each kind of run reports that differently).
-	Agent *agent.Definition
+	Agent *agentdef.Definition
 	// Who runs it: overrides and the ledger subject follow the principal.
 	Who *auth.Principal
 	// SkillInstructions appends the agent's skills' instructions to its

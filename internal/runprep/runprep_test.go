@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/llm"
@@ -55,7 +56,7 @@ var who = &auth.Principal{Subject: "tester", Role: auth.RoleMember}
 
 func TestPrepareStoresTheResolvedAgent(t *testing.T) {
 	log := &snapshots{}
-	def := &agent.Definition{ID: "a", SystemPrompt: "You help.", Builtins: []string{"read_file"}, MaxTurns: 3}
+	def := &agentdef.Definition{ID: "a", SystemPrompt: "You help.", Builtins: []string{"read_file"}, MaxTurns: 3}
 	prep, err := preparer(t, log).Prepare(context.Background(), runprep.Request{Agent: def, Who: who, UserText: "hello"})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func TestPrepareStoresTheResolvedAgent(t *testing.T) {
 func TestPrepareReportsAnUnresolvedAgentAndStoresNothing(t *testing.T) {
 	log := &snapshots{}
 	historyRead := false
-	def := &agent.Definition{ID: "a", LLM: agent.LLMSettings{Provider: "nope"}}
+	def := &agentdef.Definition{ID: "a", LLM: agentdef.LLMSettings{Provider: "nope"}}
 	_, err := preparer(t, log).Prepare(context.Background(), runprep.Request{Agent: def, Who: who, UserText: "x",
 		History: func(context.Context) ([]llm.Message, error) { historyRead = true; return nil, nil }})
 	var re *runprep.ResolveError
@@ -94,7 +95,7 @@ func TestPrepareReportsAnUnresolvedAgentAndStoresNothing(t *testing.T) {
 
 func TestPrepareLoadsHistoryAfterResolving(t *testing.T) {
 	log := &snapshots{}
-	def := &agent.Definition{ID: "a"}
+	def := &agentdef.Definition{ID: "a"}
 	hist := []llm.Message{{Role: llm.RoleUser, Content: "before"}, {Role: llm.RoleAssistant, Content: "reply"}}
 	prep, err := preparer(t, log).Prepare(context.Background(), runprep.Request{Agent: def, Who: who, UserText: "now",
 		History: func(context.Context) ([]llm.Message, error) { return hist, nil }})
@@ -115,7 +116,7 @@ func TestPrepareLoadsHistoryAfterResolving(t *testing.T) {
 
 func TestPrepareReturnsTheStoresError(t *testing.T) {
 	boom := errors.New("disk full")
-	_, err := preparer(t, &snapshots{fail: boom}).Prepare(context.Background(), runprep.Request{Agent: &agent.Definition{ID: "a"}, Who: who})
+	_, err := preparer(t, &snapshots{fail: boom}).Prepare(context.Background(), runprep.Request{Agent: &agentdef.Definition{ID: "a"}, Who: who})
 	var re *runprep.ResolveError
 	if !errors.Is(err, boom) || errors.As(err, &re) {
 		t.Fatalf("err = %v, want the store's error unchanged", err)
@@ -136,7 +137,7 @@ func TestPrepareSkillInstructions(t *testing.T) {
 	}
 	p := preparer(t, &snapshots{})
 	p.Toolbox.Skills = skills.NewRegistry([]string{root}, nil)
-	def := &agent.Definition{ID: "a", SystemPrompt: "You help.", Skills: []string{"notes"}}
+	def := &agentdef.Definition{ID: "a", SystemPrompt: "You help.", Skills: []string{"notes"}}
 	with, err := p.Prepare(context.Background(), runprep.Request{Agent: def, Who: who, SkillInstructions: true})
 	if err != nil {
 		t.Fatal(err)

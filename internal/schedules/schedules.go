@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
@@ -53,8 +53,8 @@ var (
 
 // Agents is the agent registry.
 type Agents interface {
-	Get(id string) (*agent.Definition, bool)
-	List() []*agent.Definition
+	Get(id string) (*agentdef.Definition, bool)
+	List() []*agentdef.Definition
 }
 
 // Manager syncs and serves the schedules of one gateway installation. The
@@ -100,19 +100,19 @@ func (m *Manager) catchup() time.Duration {
 }
 
 // Scheduled reports whether a definition is a scheduled agent.
-func Scheduled(d *agent.Definition) bool {
-	return d.Trigger == agent.TriggerCron && d.Schedule != nil && strings.TrimSpace(d.Schedule.Cron) != ""
+func Scheduled(d *agentdef.Definition) bool {
+	return d.Trigger == agentdef.TriggerCron && d.Schedule != nil && strings.TrimSpace(d.Schedule.Cron) != ""
 }
 
 // desired is what one schedule should look like.
 type desired struct {
-	def    *agent.Definition
+	def    *agentdef.Definition
 	spec   client.ScheduleSpec
 	paused bool
 	note   string
 }
 
-func (m *Manager) desire(d *agent.Definition) (desired, error) {
+func (m *Manager) desire(d *agentdef.Definition) (desired, error) {
 	spec, tz, err := Spec(d.Schedule)
 	if err != nil {
 		return desired{}, fmt.Errorf("agent %s: %w", d.ID, err)
@@ -134,7 +134,7 @@ func (m *Manager) desire(d *agent.Definition) (desired, error) {
 	return desired{def: d, spec: spec, paused: paused, note: note}, nil
 }
 
-func (m *Manager) action(d *agent.Definition) *client.ScheduleWorkflowAction {
+func (m *Manager) action(d *agentdef.Definition) *client.ScheduleWorkflowAction {
 	agentID := d.ID
 	id := m.ScheduleID(agentID)
 	return &client.ScheduleWorkflowAction{
@@ -383,7 +383,7 @@ const nextShown = 5
 // List returns the schedules of the scheduled agents, sorted by agent id,
 // with next fire times (from Temporal) and the last firing's outcome.
 func (m *Manager) List(ctx context.Context) ([]View, error) {
-	var defs []*agent.Definition
+	var defs []*agentdef.Definition
 	var ids []string
 	for _, d := range m.Agents.List() {
 		if Scheduled(d) {

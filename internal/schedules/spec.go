@@ -5,15 +5,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"go.temporal.io/sdk/client"
-
-	"github.com/agentryhq/agentry/internal/agent"
 )
 
 // DefaultTimezone is the zone of a schedule without schedule.timezone.
 const DefaultTimezone = "UTC"
 
-// descriptors maps the cron descriptors agent.ParseCron accepts to the
+// descriptors maps the cron descriptors agentdef.ParseCron accepts to the
 // five-field form Temporal reads (it knows only some of them by name).
 var descriptors = map[string]string{
 	"@yearly":   "0 0 1 1 *",
@@ -35,15 +34,15 @@ var descriptors = map[string]string{
 //   - a CRON_TZ=<zone> or TZ=<zone> prefix, else schedule.timezone, else
 //     UTC is the time zone.
 //
-// The expression was validated with agent.ParseCron when the definition
+// The expression was validated with agentdef.ParseCron when the definition
 // was loaded; it is checked again here.
-func Spec(s *agent.Schedule) (client.ScheduleSpec, string, error) {
+func Spec(s *agentdef.Schedule) (client.ScheduleSpec, string, error) {
 	var spec client.ScheduleSpec
 	if s == nil || strings.TrimSpace(s.Cron) == "" {
 		return spec, "", fmt.Errorf("schedule.cron is empty")
 	}
 	expr := strings.TrimSpace(s.Cron)
-	if _, err := agent.ParseCron(expr); err != nil {
+	if _, err := agentdef.ParseCron(expr); err != nil {
 		return spec, "", fmt.Errorf("schedule.cron %q does not parse: %w", expr, err)
 	}
 	tz := strings.TrimSpace(s.Timezone)
@@ -81,7 +80,7 @@ func Spec(s *agent.Schedule) (client.ScheduleSpec, string, error) {
 
 // NextTimes computes the next n fire times locally (for a schedule that
 // Temporal does not have yet).
-func NextTimes(s *agent.Schedule, from time.Time, n int) []time.Time {
+func NextTimes(s *agentdef.Schedule, from time.Time, n int) []time.Time {
 	_, tz, err := Spec(s)
 	if err != nil {
 		return nil
@@ -90,7 +89,7 @@ func NextTimes(s *agent.Schedule, from time.Time, n int) []time.Time {
 	if !strings.HasPrefix(expr, "CRON_TZ=") && !strings.HasPrefix(expr, "TZ=") && !strings.HasPrefix(expr, "@every") {
 		expr = "CRON_TZ=" + tz + " " + expr
 	}
-	sched, err := agent.ParseCron(expr)
+	sched, err := agentdef.ParseCron(expr)
 	if err != nil {
 		return nil
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 func TestSpec(t *testing.T) {
@@ -24,7 +24,7 @@ func TestSpec(t *testing.T) {
 		{"@hourly", "America/New_York", "0 * * * *", 0, "America/New_York"},
 		{"CRON_TZ=Asia/Tokyo 30 8 * * *", "", "30 8 * * *", 0, "Asia/Tokyo"},
 	} {
-		spec, tz, err := Spec(&agent.Schedule{Cron: c.cron, Timezone: c.tz})
+		spec, tz, err := Spec(&agentdef.Schedule{Cron: c.cron, Timezone: c.tz})
 		if err != nil {
 			t.Errorf("%q: %v", c.cron, err)
 			continue
@@ -40,7 +40,7 @@ func TestSpec(t *testing.T) {
 			t.Errorf("%q: %+v", c.cron, spec)
 		}
 	}
-	for _, bad := range []agent.Schedule{{Cron: "every tuesday"}, {Cron: "* * *"}, {Cron: "@every 500ms"}, {Cron: "* * * * *", Timezone: "Mars/Olympus"}, {}} {
+	for _, bad := range []agentdef.Schedule{{Cron: "every tuesday"}, {Cron: "* * *"}, {Cron: "@every 500ms"}, {Cron: "* * * * *", Timezone: "Mars/Olympus"}, {}} {
 		if _, _, err := Spec(&bad); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
@@ -49,7 +49,7 @@ func TestSpec(t *testing.T) {
 
 func TestNextTimes(t *testing.T) {
 	from := time.Date(2025, 3, 1, 10, 7, 0, 0, time.UTC)
-	got := NextTimes(&agent.Schedule{Cron: "*/15 * * * *"}, from, 3)
+	got := NextTimes(&agentdef.Schedule{Cron: "*/15 * * * *"}, from, 3)
 	want := []time.Time{from.Add(8 * time.Minute), from.Add(23 * time.Minute), from.Add(38 * time.Minute)}
 	if len(got) != 3 {
 		t.Fatalf("got %v", got)
@@ -59,7 +59,7 @@ func TestNextTimes(t *testing.T) {
 			t.Errorf("%d: %v, want %v", i, got[i], want[i])
 		}
 	}
-	berlin := NextTimes(&agent.Schedule{Cron: "0 9 * * *", Timezone: "Europe/Berlin"}, from, 1)
+	berlin := NextTimes(&agentdef.Schedule{Cron: "0 9 * * *", Timezone: "Europe/Berlin"}, from, 1)
 	if len(berlin) != 1 || !berlin[0].Equal(time.Date(2025, 3, 2, 8, 0, 0, 0, time.UTC)) {
 		t.Errorf("berlin: %v", berlin)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -58,7 +59,7 @@ func newService(t *testing.T) (*Service, *starts) {
 	cfg.LLM.Providers = map[string]config.ProviderConfig{"ollama": {Type: "ollama", DefaultModel: "m"}}
 	cfg.LLM.DefaultProvider = "ollama"
 	tc := &starts{}
-	return &Service{Client: tc, Store: store, Agents: agent.NewRegistry([]string{agents}, nil),
+	return &Service{Client: tc, Store: store, Agents: agentdef.NewRegistry([]string{agents}, nil),
 		Router: llm.NewRouter(map[string]llm.Provider{"ollama": p}, "ollama"), Toolbox: agent.NewToolbox(netguard.Policy{}, 5*time.Second),
 		Config: cfg, Log: &runlog.Log{Store: store, BlobDir: filepath.Join(dir, "blobs")}}, tc
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/detached"
@@ -47,7 +48,7 @@ type Notifier interface{ Notify() }
 type Service struct {
 	Client client.Client
 	Store  models.TaskRunStore
-	Agents *agent.Registry
+	Agents *agentdef.Registry
 	Router *llm.Router
 	// Toolbox gives the agent's tool schemas (builtins and MCP).
 	Toolbox *agent.Toolbox
@@ -114,7 +115,7 @@ func (r *Service) preparer() runprep.Preparer {
 
 // enabledAgent is the agent a run of task uses: it must exist and be
 // enabled (400 on agent_id otherwise).
-func (r *Service) enabledAgent(task *models.Task, agentID string) (*agent.Definition, error) {
+func (r *Service) enabledAgent(task *models.Task, agentID string) (*agentdef.Definition, error) {
 	def, ok := r.Agents.Get(agentID)
 	if !ok {
 		return nil, &models.ValidationError{Field: "agent_id", Msg: fmt.Sprintf("task %d names agent %q, which does not exist", task.ID, agentID)}
@@ -144,7 +145,7 @@ func subject(p *auth.Principal) string {
 
 // launch starts the workflow of the queued run. When that fails the run
 // is removed again and undo reverts what the caller prepared for it.
-func (r *Service) launch(ctx context.Context, task *models.Task, def *agent.Definition, run *models.TaskRun, snap workflows.RunSnapshot,
+func (r *Service) launch(ctx context.Context, task *models.Task, def *agentdef.Definition, run *models.TaskRun, snap workflows.RunSnapshot,
 	who string, reuse *workflows.ReusedSteps, undo func() error) (*models.TaskRun, error) {
 	taskID := task.ID
 	in := workflows.TaskRunInput{

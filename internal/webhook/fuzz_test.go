@@ -3,7 +3,7 @@ package webhook
 import (
 	"testing"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 // FuzzMap: any payload and mapping path maps or fails with an error; a
@@ -15,7 +15,7 @@ func FuzzMap(f *testing.F) {
 	f.Add([]byte(`"just a string"`), "$")
 	f.Add([]byte(`not json`), "x")
 	f.Fuzz(func(t *testing.T, body []byte, path string) {
-		m, err := Map(body, &agent.WebhookMapping{TextPath: path, UserIDPath: path})
+		m, err := Map(body, &agentdef.WebhookMapping{TextPath: path, UserIDPath: path})
 		if err == nil && m.Text == "" {
 			t.Fatalf("mapped without text: %q %q", body, path)
 		}

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/jsonpath"
 )
@@ -47,7 +47,7 @@ type Mapped struct {
 // null, or it is an empty string. A path that yields an object or array
 // where text is expected yields its compact JSON (keys in payload order).
 // Numbers and booleans yield their JSON text.
-func Map(body []byte, m *agent.WebhookMapping) (*Mapped, error) {
+func Map(body []byte, m *agentdef.WebhookMapping) (*Mapped, error) {
 	if !json.Valid(body) {
 		return nil, ErrNotJSON
 	}
@@ -57,7 +57,7 @@ func Map(body []byte, m *agent.WebhookMapping) (*Mapped, error) {
 	}
 	raw := json.RawMessage(compact.Bytes())
 	if m == nil {
-		m = &agent.WebhookMapping{}
+		m = &agentdef.WebhookMapping{}
 	}
 	out := &Mapped{Raw: compact.String()}
 	var err error

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 )
 
 const sample = `{
@@ -62,11 +62,11 @@ func TestLookupPathForms(t *testing.T) {
 func TestMapFallbacks(t *testing.T) {
 	cases := []struct {
 		name, body string
-		m          *agent.WebhookMapping
+		m          *agentdef.WebhookMapping
 		text, from string
 	}{
-		{"text_path", sample, &agent.WebhookMapping{TextPath: "$.issue.title"}, "Disk full", "$.issue.title"},
-		{"text_path yields nothing", `{"message":"m","x":""}`, &agent.WebhookMapping{TextPath: "x"}, "m", "message"},
+		{"text_path", sample, &agentdef.WebhookMapping{TextPath: "$.issue.title"}, "Disk full", "$.issue.title"},
+		{"text_path yields nothing", `{"message":"m","x":""}`, &agentdef.WebhookMapping{TextPath: "x"}, "m", "message"},
 		{"text", `{"text":"t","message":"m","body":"b"}`, nil, "t", "text"},
 		{"message", `{"message":"m","body":"b"}`, nil, "m", "message"},
 		{"body", `{"body":"b","content":"c"}`, nil, "b", "body"},
@@ -76,7 +76,7 @@ func TestMapFallbacks(t *testing.T) {
 		{"compact payload", "{\n  \"z\": 1,\n  \"a\": [1, 2]\n}", nil, `{"z":1,"a":[1,2]}`, "$"},
 		{"empty text falls through", `{"text":"  ","message":"m"}`, nil, "m", "message"},
 		{"object where text is expected", `{"text":{"rich":true,"parts":["a"]}}`, nil, `{"rich":true,"parts":["a"]}`, "text"},
-		{"object at text_path", sample, &agent.WebhookMapping{TextPath: "sender"}, `{"login":"ana","name":"Ana B."}`, "sender"},
+		{"object at text_path", sample, &agentdef.WebhookMapping{TextPath: "sender"}, `{"login":"ana","name":"Ana B."}`, "sender"},
 		{"non-object payload", `"just a string"`, nil, `"just a string"`, "$"},
 	}
 	for _, c := range cases {
@@ -92,7 +92,7 @@ func TestMapFallbacks(t *testing.T) {
 }
 
 func TestMapIdentityFields(t *testing.T) {
-	m, err := Map([]byte(sample), &agent.WebhookMapping{UserIDPath: "sender.login", UsernamePath: "$.sender.name",
+	m, err := Map([]byte(sample), &agentdef.WebhookMapping{UserIDPath: "sender.login", UsernamePath: "$.sender.name",
 		ThreadIDPath: "issue.number", SessionIDPath: "conv.id", IncludeRaw: true})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestMapRejectsNonJSON(t *testing.T) {
 			t.Errorf("%q: %v", body, err)
 		}
 	}
-	if _, err := Map([]byte(`{}`), &agent.WebhookMapping{TextPath: "a..b"}); err == nil || !strings.Contains(err.Error(), "webhook.text_path") {
+	if _, err := Map([]byte(`{}`), &agentdef.WebhookMapping{TextPath: "a..b"}); err == nil || !strings.Contains(err.Error(), "webhook.text_path") {
 		t.Errorf("bad path: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/detached"
@@ -70,7 +70,7 @@ type Reply struct {
 // Service runs inbound webhooks.
 type Service struct {
 	Chat   *chat.Service
-	Agents *agent.Registry
+	Agents *agentdef.Registry
 	Store  models.WebhookStore
 	// ClaimLease: see DefaultClaimLease.
 	ClaimLease time.Duration
@@ -111,12 +111,12 @@ func (s *Service) Handle(ctx context.Context, req Request) (reply *Reply, replay
 
 // prepare finds the webhook agent and maps the payload into its chat
 // request.
-func (s *Service) prepare(req Request) (*agent.Definition, *Mapped, chat.Request, error) {
+func (s *Service) prepare(req Request) (*agentdef.Definition, *Mapped, chat.Request, error) {
 	def, ok := s.Agents.Get(req.AgentID)
 	if !ok {
 		return nil, nil, chat.Request{}, fmt.Errorf("%w: %s", chat.ErrAgentNotFound, req.AgentID)
 	}
-	if def.Trigger != agent.TriggerWebhook {
+	if def.Trigger != agentdef.TriggerWebhook {
 		return nil, nil, chat.Request{}, fmt.Errorf("%w: %s", ErrNotWebhookAgent, req.AgentID)
 	}
 	mapped, err := Map(req.Body, def.Webhook)
@@ -131,7 +131,7 @@ func (s *Service) prepare(req Request) (*agent.Definition, *Mapped, chat.Request
 }
 
 // chatRequest builds the chat request of a mapped payload.
-func (s *Service) chatRequest(def *agent.Definition, m *Mapped) (chat.Request, error) {
+func (s *Service) chatRequest(def *agentdef.Definition, m *Mapped) (chat.Request, error) {
 	userID := m.UserID
 	if userID == "" {
 		userID = DefaultUserID

@@ -8,6 +8,7 @@ import (
 	"github.com/agentryhq/agentry/drivers"
 	_ "github.com/agentryhq/agentry/drivers/example/uppercase"
 	"github.com/agentryhq/agentry/internal/agent"
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 )
@@ -18,7 +19,7 @@ func TestExampleDriverPlugsIntoAgents(t *testing.T) {
 	if len(drivers.All()) != 1 {
 		t.Fatalf("drivers = %+v", drivers.All())
 	}
-	def, err := agent.Parse([]byte("id: shout\nllm: {provider: p}\nbuiltins: [uppercase, read_file]\n"), "shout.yaml")
+	def, err := agentdef.Parse([]byte("id: shout\nllm: {provider: p}\nbuiltins: [uppercase, read_file]\n"), "shout.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestExampleDriverPlugsIntoAgents(t *testing.T) {
 	if !res.IsError {
 		t.Fatalf("bad arguments: %+v", res)
 	}
-	if _, err := agent.Parse([]byte("id: x\nllm: {provider: p}\nbuiltins: [lowercase]\n"), "x.yaml"); err == nil {
+	if _, err := agentdef.Parse([]byte("id: x\nllm: {provider: p}\nbuiltins: [lowercase]\n"), "x.yaml"); err == nil {
 		t.Fatal("an unknown tool passed validation")
 	}
 }
