@@ -264,12 +264,12 @@ func (c *Client) CreateAgent(ctx context.Context, definition, file string) (*Age
 // SetAgentEnabled enables or disables an agent.
 func (c *Client) SetAgentEnabled(ctx context.Context, id string, on bool) (*Agent, error) {
 	var a Agent
-	call := c.api.PostAgentsAgentIDDisable
+	call, what := c.api.PostAgentsAgentIDDisable, "POST /agents/{id}/disable"
 	if on {
-		call = c.api.PostAgentsAgentIDEnable
+		call, what = c.api.PostAgentsAgentIDEnable, "POST /agents/{id}/enable"
 	}
 	resp, err := call(ctx, id)
-	return &a, c.read(ctx, "POST /agents/{id}/enable", resp, err, &a)
+	return &a, c.read(ctx, what, resp, err, &a)
 }
 
 // DeleteAgent removes an agent's definition file.
@@ -302,12 +302,12 @@ func (c *Client) Channel(ctx context.Context, id string) (*Channel, error) {
 // SetChannelEnabled enables or disables a channel.
 func (c *Client) SetChannelEnabled(ctx context.Context, id string, on bool) (*Channel, error) {
 	var ch Channel
-	call := c.api.PostChannelsIDDisable
+	call, what := c.api.PostChannelsIDDisable, "POST /channels/{id}/disable"
 	if on {
-		call = c.api.PostChannelsIDEnable
+		call, what = c.api.PostChannelsIDEnable, "POST /channels/{id}/enable"
 	}
 	resp, err := call(ctx, id)
-	return &ch, c.read(ctx, "POST /channels/{id}/enable", resp, err, &ch)
+	return &ch, c.read(ctx, what, resp, err, &ch)
 }
 
 // UpdateChannel changes channel settings.

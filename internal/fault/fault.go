@@ -106,11 +106,3 @@ func As(err error) (Fault, bool) {
 	}
 	return nil, false
 }
-
-// KindOf returns the kind of the first fault in err's chain, or 0.
-func KindOf(err error) Kind {
-	if f, ok := As(err); ok {
-		return f.Fault().Kind
-	}
-	return 0
-}
