@@ -192,6 +192,9 @@ llm:
     openai: {type: openai, base_url: %q, default_model: gpt-4o-mini, models: [gpt-4o-mini, gpt-4o, slow-200ms]}
     anthropic: {type: anthropic, base_url: %q, default_model: claude-3-5-haiku}
 runtime: {ssrf: {enabled: true}}
+# The fake's cloud models carry no price; the harness allows that (the
+# default, block, is proved in internal/costs and e2e/chat_test.go).
+costs: {unknown_pricing: allow}
 `, TestAPIKey, temporalAddr, "tq-"+sanitize(t.Name()), fake.URL(), fake.URL()+"/v1", fake.URL())
 	var cfg config.Config = config.Defaults()
 	if err := config.Parse([]byte(base), "test-base.yaml", &cfg); err != nil {

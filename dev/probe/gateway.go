@@ -73,6 +73,7 @@ llm:
   providers:
     fake: {type: openai, base_url: %q, api_key_env: PROBE_PROVIDER_KEY, default_model: %s, models: [%s, %s], max_retries: 0}
     claude: {type: anthropic, base_url: %q, api_key: %q, default_model: claude-3-5-haiku, max_retries: 0}
+costs: {unknown_pricing: allow}
 runtime:
   ssrf: {enabled: true, allowed_hosts: [127.0.0.1]}
   delivery: {initial_interval: 200ms, max_interval: 1s, retry_for: 30s, attempt_timeout: 5s}

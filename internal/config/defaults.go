@@ -40,7 +40,7 @@ func Defaults() Config {
 		Log:         LogConfig{Level: "info", Format: "console"},
 		Costs: CostsConfig{
 			EnforcementMode:         "soft",
-			UnknownPricing:          "allow",
+			UnknownPricing:          "block",
 			AlertThreshold:          0.8,
 			DefaultMaxOutputTokens:  4096,
 			MaxOutputTokensCeiling:  32768,

@@ -264,7 +264,7 @@ func (c *Controller) Admit(ctx context.Context, call *llm.Call) (llm.Admission, 
 		a.price = price
 		entry.PricingStatus, entry.PriceVersion, entry.PriceSource, entry.PriceEffectiveDate =
 			models.PricingPriced, price.Version, price.Source, price.EffectiveDate
-	} else if p.blockUnknownPricing {
+	} else if p.blocksUnpriced(call.Provider) {
 		return nil, a.rejectEarly(ctx, reject(CodeUnknownPricing,
 			"model %s/%s has no price in costs.pricing and costs.unknown_pricing is block", call.Provider, call.Model))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,29 @@ func TestCacheControlsStrippedOutsideAllowedClasses(t *testing.T) {
 		body := string(calls[len(calls)-1].Body)
 		if got := strings.Contains(body, "cache_control"); got != tc.want {
 			t.Errorf("class %q: cache_control sent = %v, want %v", tc.class, got, tc.want)
+		}
+	}
+}
+
+// cache_allowed_data_classes is an allow-list: left empty, no class keeps
+// provider cache controls even with prompt_caching on (issue 43).
+func TestCacheControlsNeedAnAllowedClass(t *testing.T) {
+	e := newEnv(t, envOptions{}, func(c *config.Config) {
+		p := c.LLM.Providers["anthropic"]
+		p.PromptCaching = true
+		c.LLM.Providers["anthropic"] = p
+	})
+	for _, class := range []string{"public", "secret", ""} {
+		c := call("anthropic", "claude-3-5-haiku", "cache "+class, 10)
+		c.Request.Messages = append([]llm.Message{{Role: llm.RoleSystem, Content: "You are terse."}}, c.Request.Messages...)
+		c.Request.PromptCaching = true
+		c.Meta.DataClassification = class
+		if _, err := e.router.Do(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		calls := e.fake.Calls()
+		if body := string(calls[len(calls)-1].Body); strings.Contains(body, "cache_control") {
+			t.Errorf("class %q: cache_control sent with an empty cache_allowed_data_classes", class)
 		}
 	}
 }
@@ -781,8 +805,42 @@ func TestPriceInEffectAtCallTime(t *testing.T) {
 	}
 }
 
+// By default (issue 43) an unpriced cloud model is refused before the
+// provider is reached, while a local runtime's unpriced model runs at $0;
+// /costs/status says which models the policy refuses.
+func TestUnknownPricingBlocksCloudByDefault(t *testing.T) {
+	e := newEnv(t, envOptions{}, func(c *config.Config) {
+		p := c.LLM.Providers["openai"]
+		p.Models = []string{"gpt-unpriced"}
+		c.LLM.Providers["openai"] = p
+	})
+	ctx := context.Background()
+	before := len(e.fake.Calls())
+	_, err := e.router.Do(ctx, call("openai", "gpt-unpriced", "x", 10))
+	wantRejection(t, err, costs.CodeUnknownPricing, http.StatusForbidden, costs.ErrUnknownPricing)
+	if n := len(e.fake.Calls()); n != before {
+		t.Fatalf("a refused unpriced call reached the provider (%d calls)", n-before)
+	}
+	local := call("ollama", "llama3.2", "x", 10)
+	if _, err := e.router.Do(ctx, local); err != nil {
+		t.Fatalf("local unpriced model refused: %v", err)
+	}
+	if row := e.row(local.Meta.CallID); row.CostMicros != 0 {
+		t.Fatalf("local row = %+v", row)
+	}
+	st, err := e.ctrl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := st.PricingCoverage
+	if pc.UnknownPricing != "block" || !slices.Contains(pc.Blocked, "openai/gpt-unpriced") || slices.Contains(pc.Blocked, "ollama/llama3.2") ||
+		!slices.Contains(pc.Unpriced, "ollama/llama3.2") {
+		t.Fatalf("pricing coverage = %+v", pc)
+	}
+}
+
 func TestUnknownPricingAllowedIsRecorded(t *testing.T) {
-	e := newEnv(t, envOptions{}, nil)
+	e := newEnv(t, envOptions{}, func(c *config.Config) { c.Costs.UnknownPricing = "allow" })
 	c := call("openai", "gpt-unpriced", "x", 10)
 	if _, err := e.router.Do(context.Background(), c); err != nil {
 		t.Fatal(err)

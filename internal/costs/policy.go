@@ -183,12 +183,22 @@ func (p *policy) checkDataClass(provider, class string) *Rejection {
 
 // cachingAllowed tells whether provider cache controls may stay on: the
 // provider must have prompt_caching on and the class must be in
-// llm.cache_allowed_data_classes (when that list is set).
+// llm.cache_allowed_data_classes, an allow-list: empty means no class may be
+// cached (rule 9), so turning caching on never caches secret-class prompts
+// by omission.
 func (p *policy) cachingAllowed(provider, class string) bool {
 	if !p.providers[provider].PromptCaching {
 		return false
 	}
-	return len(p.cacheAllowedDataClass) == 0 || slices.Contains(p.cacheAllowedDataClass, class)
+	return slices.Contains(p.cacheAllowedDataClass, class)
+}
+
+// blocksUnpriced tells whether a call to an unpriced model of provider is
+// refused. costs.unknown_pricing block (the default) refuses cloud models
+// without a price, which would otherwise run outside every dollar budget
+// at $0; a provider marked local costs nothing per token and stays allowed.
+func (p *policy) blocksUnpriced(provider string) bool {
+	return p.blockUnknownPricing && !p.providers[provider].Local
 }
 
 // budgetScope is a counter a call is charged to, with its own budget (0:

@@ -174,7 +174,7 @@ func (c *Controller) Estimate(ctx context.Context, subject string, req EstimateR
 	if priced {
 		est.PricingStatus, est.Price, est.CostMicros = models.PricingPriced, price.Info(), price.Cost(usage)
 		add("pricing", nil, fmt.Sprintf("price version %q from %s", price.Version, orDash(price.EffectiveDate)))
-	} else if p.blockUnknownPricing {
+	} else if p.blocksUnpriced(provider) {
 		add("pricing", reject(CodeUnknownPricing, "model %s/%s has no price in costs.pricing and costs.unknown_pricing is block", provider, model), "")
 	} else {
 		add("pricing", nil, "no price configured: the call would be recorded with pricing_status unknown")
@@ -424,6 +424,11 @@ type Status struct {
 		Models   int      `json:"models"`
 		Priced   int      `json:"priced"`
 		Unpriced []string `json:"unpriced"`
+		// UnknownPricing is costs.unknown_pricing in effect; Blocked lists
+		// the unpriced models it refuses (cloud models under block; a
+		// local provider's unpriced models run at $0).
+		UnknownPricing string   `json:"unknown_pricing"`
+		Blocked        []string `json:"blocked"`
 	} `json:"pricing_coverage"`
 	Forecast struct {
 		Method              string  `json:"method"`
@@ -526,11 +531,22 @@ func (c *Controller) Status(ctx context.Context) (*Status, error) {
 			st.PricingCoverage.Priced++
 		} else {
 			st.PricingCoverage.Unpriced = append(st.PricingCoverage.Unpriced, key)
+			if p.blocksUnpriced(provider) {
+				st.PricingCoverage.Blocked = append(st.PricingCoverage.Blocked, key)
+			}
 		}
 	}
 	slices.Sort(st.PricingCoverage.Unpriced)
+	slices.Sort(st.PricingCoverage.Blocked)
 	if st.PricingCoverage.Unpriced == nil {
 		st.PricingCoverage.Unpriced = []string{}
+	}
+	if st.PricingCoverage.Blocked == nil {
+		st.PricingCoverage.Blocked = []string{}
+	}
+	st.PricingCoverage.UnknownPricing = "allow"
+	if p.blockUnknownPricing {
+		st.PricingCoverage.UnknownPricing = "block"
 	}
 	st.PricingCoverage.Percent = 100
 	if st.PricingCoverage.Models > 0 {
