@@ -19,6 +19,8 @@ type APIKey struct {
 	Key     string
 	Subject string
 	Role    string
+	// TrustUserID: see config.APIKeyConfig.TrustUserID.
+	TrustUserID bool
 }
 
 // KeyAuthenticator accepts a fixed set of API keys. Keys are compared as
@@ -40,7 +42,7 @@ func NewKeyAuthenticator(keys []APIKey) *KeyAuthenticator {
 		if k.Key == "" {
 			continue
 		}
-		a.keys = append(a.keys, hashedKey{digest: sha256.Sum256([]byte(k.Key)), p: Principal{Subject: k.Subject, Role: k.Role, Method: "apikey"}})
+		a.keys = append(a.keys, hashedKey{digest: sha256.Sum256([]byte(k.Key)), p: Principal{Subject: k.Subject, Role: k.Role, Method: "apikey", TrustUserID: k.TrustUserID}})
 	}
 	return a
 }

@@ -50,6 +50,23 @@ type Principal struct {
 	Permissions []string `json:"permissions,omitempty"`
 	// Method is apikey, jwt or oidc.
 	Method string `json:"method"`
+	// TrustUserID: the caller's user_id names the end user for per-user
+	// limits and chargeback (auth.keys[].trust_user_id).
+	TrustUserID bool `json:"trust_user_id,omitempty"`
+}
+
+// CostSubject is the subject per-user budgets, quotas and chargeback key on:
+// the principal's, or <subject>:<userID> for a key trusted to name its end
+// users. The key's subject stays in front so one application's users never
+// share a budget with another's, nor with a configured key's subject.
+func (p *Principal) CostSubject(userID string) string {
+	if p == nil {
+		return "anonymous"
+	}
+	if p.TrustUserID && userID != "" {
+		return p.Subject + ":" + userID
+	}
+	return p.Subject
 }
 
 // Can reports whether the principal holds a permission, by role or grant.

@@ -25,7 +25,7 @@ func FromConfig(ctx context.Context, cfg *config.Config, apiKey string) (Authent
 					return nil, fmt.Errorf("auth.keys[%d].key_env: environment variable %s is empty", i, k.KeyEnv)
 				}
 			}
-			keys = append(keys, APIKey{Key: v, Subject: k.Subject, Role: k.Role})
+			keys = append(keys, APIKey{Key: v, Subject: k.Subject, Role: k.Role, TrustUserID: k.TrustUserID})
 		}
 		return NewKeyAuthenticator(keys), nil
 	case "jwt":

@@ -177,7 +177,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	// is sent, so the LLM calls' settlements need not wait for their own
 	// commit (models.CommitLater).
 	ex := &inProcess{ctx: models.CommitLater(ctx), svc: s, def: def, set: set, onDelta: onDelta,
-		meta: llm.CallMeta{Subject: subject, Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
+		meta: llm.CallMeta{Subject: auth.FromContext(ctx).CostSubject(req.UserID), Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
 			Source: req.Source, Trigger: "api", DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
 	defer s.Store.FlushLater(detached.Context(ex.ctx)) // nothing left once the exchange is saved
 	out, runErr := agent.Run(ex, agent.Input{

@@ -251,6 +251,11 @@ type APIKeyConfig struct {
 	Key     string `yaml:"key,omitempty"`
 	KeyEnv  string `yaml:"key_env,omitempty"`
 	Role    string `yaml:"role"`
+	// TrustUserID makes the request's user_id the subject of per-user
+	// budgets, quotas and chargeback (as <subject>:<user_id>), for one
+	// application key serving many end users. Only the configuration sets
+	// it, that is an admin.
+	TrustUserID bool `yaml:"trust_user_id,omitempty"`
 }
 
 // JWTConfig is HS256 access tokens.
