@@ -171,7 +171,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 
 // OpenStore opens the application database the storage config names.
 func OpenStore(ctx context.Context, cfg *config.Loaded, log *slog.Logger) (*models.Store, error) {
-	opts := models.Options{Driver: cfg.Storage.Backend, DSN: cfg.Storage.DSN, MaxOpenConns: cfg.Storage.MaxOpenConns, WriteQueue: cfg.Storage.WriteQueue, CommitLinger: cfg.Storage.CommitLinger, Logger: log,
+	opts := models.Options{Driver: cfg.Storage.Backend, DSN: cfg.Storage.DSN, MaxOpenConns: cfg.Storage.MaxOpenConns, WriteQueue: cfg.Storage.WriteQueue, CommitLinger: cfg.Storage.CommitLinger, SyncToDisk: cfg.Durability() == config.DurabilityPower, Logger: log,
 		Scrub: scrub.Auto}
 	if opts.Driver == "sqlite" && opts.DSN == "" {
 		opts.DSN = filepath.Join(cfg.Workspace.DataDir(), "agentry.db")

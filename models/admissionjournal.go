@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/agentryhq/agentry/models/sqlitewriter"
 )
 
 // admissionJournal lets a cost admission on SQLite skip a commit of its own.
@@ -53,11 +55,14 @@ import (
 // group commit's writing lock (on the writer's goroutine, or a caller
 // running its batch): the writer calls it through ledgerHook.
 type admissionJournal struct {
-	base  string // file name prefix: <db>-admissions
-	lock  io.Closer
-	files [2]*os.File
-	cur   int
-	size  int64 // bytes written to files[cur]
+	// syncEach fsyncs every append before the admissions in it are
+	// acknowledged (storage.sqlite.durability: power).
+	syncEach bool
+	base     string // file name prefix: <db>-admissions
+	lock     io.Closer
+	files    [2]*os.File
+	cur      int
+	size     int64 // bytes written to files[cur]
 	// fileLimit is journalFileLimit (tests lower it).
 	fileLimit int64
 	// outstanding counts the admissions of each file without a done line.
@@ -429,6 +434,9 @@ func (j *admissionJournal) committed() error {
 	}
 	n, err := j.files[j.cur].Write(j.buf.Bytes())
 	j.size += int64(n)
+	if err == nil && j.syncEach {
+		err = sqlitewriter.SyncForAck(j.files[j.cur])
+	}
 	if err != nil {
 		if n > 0 {
 			// Cut the partial lines off: an admission whose caller is told

@@ -232,7 +232,36 @@ type StorageConfig struct {
 	// models.redoLog). 0 takes models.DefaultLinger (20 ms); a negative value
 	// commits every batch.
 	CommitLinger time.Duration  `yaml:"commit_linger,omitempty" env:"COMMIT_LINGER"`
+	SQLite       SQLiteConfig   `yaml:"sqlite,omitempty" env:", prefix=SQLITE_"`
 	Extra        map[string]any `yaml:",inline"`
+}
+
+// SQLiteConfig holds the embedded database's settings.
+type SQLiteConfig struct {
+	// Durability is what an acknowledged write survives: process (a crash
+	// of the gateway process) or power (a power cut or kernel crash too:
+	// fsync before the reply, group-committed). Empty picks power when
+	// costs.enforcement_mode is hard, else process (see Config.Durability).
+	Durability string `yaml:"durability,omitempty" env:"DURABILITY"`
+}
+
+// Durability levels of storage.sqlite.durability.
+const (
+	DurabilityProcess = "process"
+	DurabilityPower   = "power"
+)
+
+// Durability is storage.sqlite.durability in effect: the setting, or power
+// when hard budgets rely on the ledger (a lost acknowledged row could let a
+// hard budget overshoot), else process.
+func (c *Config) Durability() string {
+	if d := c.Storage.SQLite.Durability; d != "" {
+		return d
+	}
+	if c.Costs.EnforcementMode == "hard" {
+		return DurabilityPower
+	}
+	return DurabilityProcess
 }
 
 // AuthConfig selects how /api/v1 callers authenticate.

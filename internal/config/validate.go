@@ -59,6 +59,9 @@ func Validate(c *Config) error {
 	if !slices.Contains([]string{"sqlite", "postgres"}, c.Storage.Backend) {
 		bad("storage.backend", "unknown backend %q (use sqlite or postgres)", c.Storage.Backend)
 	}
+	if d := c.Storage.SQLite.Durability; d != "" && d != DurabilityProcess && d != DurabilityPower {
+		bad("storage.sqlite.durability", "unknown value %q (use process or power)", d)
+	}
 	if c.Storage.CommitLinger > time.Minute {
 		bad("storage.commit_linger", "%s is too long (at most 1m)", c.Storage.CommitLinger)
 	}

@@ -9,7 +9,8 @@
 //
 // # Durability contract
 //
-// The database runs in WAL mode with synchronous=NORMAL; one writer (the
+// The database runs in WAL mode with synchronous=NORMAL (FULL under
+// durability power, below); one writer (the
 // group commit) runs every queued write of the chat path in one transaction
 // per batch.
 //
@@ -37,14 +38,19 @@
 //     acknowledged. A record cut short or damaged was never acknowledged and
 //     ends the log. The admission journal's unfinished admissions become
 //     pending ledger rows holding their reservations.
-//   - A power cut or kernel crash may lose what was acknowledged since the
-//     last sync to disk: synchronous=NORMAL syncs the WAL only at
-//     checkpoints, and the redo log and the journal are not fsynced either.
-//     The database file itself stays consistent (SQLite's WAL guarantees
-//     it); the most recent writes may be missing. FULL would fsync every
-//     batch; process crashes are the failure designed for on one host
+//   - Durability process (storage.sqlite.durability, the default unless
+//     costs.enforcement_mode is hard): a power cut or kernel crash may lose
+//     what was acknowledged since the last sync to disk: synchronous=NORMAL
+//     syncs the WAL only at checkpoints, and the redo log and the journal
+//     are not fsynced either. The database file itself stays consistent
+//     (SQLite's WAL guarantees it); the most recent writes may be missing
 //     (docs/decisions.md, "SQLite group commit" and "SQLite: batches
 //     acknowledged from a redo log").
+//   - Durability power (the default under hard enforcement, where a lost
+//     ledger row could let a hard budget overshoot): the database runs
+//     synchronous=FULL and the redo log record or journal lines a batch is
+//     acknowledged from are fsynced first (SyncForAck), one fsync per batch,
+//     so a power cut loses nothing acknowledged.
 //   - Readers never see less than was acknowledged to them: a read outside
 //     a transaction first waits for the acknowledged batches to commit
 //     (Connector), unless it says it needs none of them (SettledRead).

@@ -45,8 +45,11 @@ import (
 // Only the process holding the admission journal's lock uses it (one
 // gateway owns a SQLite file).
 type RedoLog struct {
-	f    *os.File
-	size int64
+	// SyncEach fsyncs every record before its batch is acknowledged
+	// (storage.sqlite.durability: power).
+	SyncEach bool
+	f        *os.File
+	size     int64
 	// seq is the number of the last record written; committed the
 	// number stored by the last commit.
 	seq, committed uint64
@@ -194,6 +197,15 @@ func (r *RedoLog) Write() error {
 		// start the next one where this one started.
 		_, _ = r.f.Seek(r.size, io.SeekStart)
 		return fmt.Errorf("write redo log: %w", err)
+	}
+	if r.SyncEach {
+		// Durability power: the record is on the disk before the batch is
+		// acknowledged; one fsync covers every job of the batch.
+		if err := SyncForAck(r.f); err != nil {
+			_ = r.f.Truncate(r.size)
+			_, _ = r.f.Seek(r.size, io.SeekStart)
+			return fmt.Errorf("sync redo log: %w", err)
+		}
 	}
 	r.size += int64(len(b))
 	r.seq = seq
