@@ -34,8 +34,9 @@ type Git struct {
 	Home string
 }
 
-// scpLike is git's user@host:path form (ssh).
-var scpLike = regexp.MustCompile(`^(?:[A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):[^/\s]`)
+// scpLike is git's [user@]host:path form (ssh): as git reads it, a colon
+// before any slash.
+var scpLike = regexp.MustCompile(`^(?:[^@/:]+@)?(\[[^\]/]+\]|[^/:@\[]+):`)
 
 // CheckSource says whether a git source may be fetched under the policy,
 // before anything is dialed: the scheme must be allowed, a literal

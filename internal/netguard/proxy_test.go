@@ -286,7 +286,8 @@ func TestGitCheckSource(t *testing.T) {
 	g := netguard.Git{Policy: netguard.Policy{Enabled: true, AllowedHosts: []string{"git.internal"}}, AllowHTTP: true}
 	for _, bad := range []string{"ssh://git@example.com/a.git", "git@example.com:a/b.git", "git://example.com/a.git",
 		"file:///srv/a.git", "/srv/a.git", "http://169.254.169.254/x.git", "https://[64:ff9b::a9fe:a9fe]/x.git",
-		"https://0xa9fea9fe/x.git", "https://localhost/x.git", "ftp://example.com/x.git", "ext::sh -c id"} {
+		"https://0xa9fea9fe/x.git", "https://localhost/x.git", "ftp://example.com/x.git", "ext::sh -c id",
+		"git@example.com:/abs/a.git", "example.com:a.git", "[::1]:a.git"} {
 		err := g.CheckSource(bad)
 		if err == nil {
 			t.Errorf("%s accepted", bad)
