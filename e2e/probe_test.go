@@ -28,7 +28,7 @@ func TestProbeShort(t *testing.T) {
 	}
 	var table strings.Builder
 	rep.WriteTable(&table)
-	if !rep.OK() || rep.BadInput.Requests != 300 || rep.Crash.Kills != 1 || len(rep.Secrets.Searched) < 8 {
+	if !rep.OK() || rep.BadInput.Requests != 300 || rep.Crash.Kills != 1 || len(rep.Secrets.Searched) < 8 || rep.PackageSSRF == nil || rep.PackageSSRF.Checked < 80 {
 		t.Fatalf("%s\n%s", table.String(), log.String())
 	}
 	t.Logf("probe: %.0f s, %d requests, %d kill, every must-be-0 figure 0", rep.WallSeconds, rep.BadInput.Requests, rep.Crash.Kills)

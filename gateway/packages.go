@@ -76,7 +76,7 @@ func (s *Services) addPackageInstalls(bg context.Context) {
 	}
 	s.PackageInstalls = &pkginstall.Service{Store: s.gw.Store, Temporal: s.gw.Temporal, TaskQueue: cfg.Temporal.TaskQueue,
 		Packages: s.packageService(), WorkDir: filepath.Join(cfg.Workspace.DataDir(), "package-installs"),
-		TrustedKeys: func() []ed25519.PublicKey { return trusted }, Log: s.log,
+		TrustedKeys: func() []ed25519.PublicKey { return trusted }, Log: s.log, SSRF: SSRFPolicy(&cfg.Config),
 		HostBuilds: pkginstall.HostBuildPolicy{Edition: cfg.Server.Edition, Catalog: cfg.PackageInstalls.HostBuildCatalog}}
 	go s.PackageInstalls.RunResume(bg, PackageInstallResumeInterval)
 }

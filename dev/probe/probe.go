@@ -52,6 +52,8 @@ type Report struct {
 	BadInput    *BadInput `json:"bad_input"`
 	Secrets     *Secrets  `json:"secrets"`
 	Crash       *Crash    `json:"crash,omitempty"`
+	// PackageSSRF is the package-install SSRF check (issue 42).
+	PackageSSRF *PackageInstallSSRF `json:"package_install_ssrf,omitempty"`
 	// Failures names every must-be-0 figure that was not 0.
 	Failures []string `json:"failures"`
 }
@@ -131,6 +133,11 @@ func Run(opts Options) (*Report, error) {
 	for _, d := range before.diff(after) {
 		rep.BadInput.StateChanged++
 		rep.BadInput.Examples = append(rep.BadInput.Examples, "state changed: "+d)
+	}
+
+	logf("asking package installs for every SSRF form")
+	if rep.PackageSSRF, err = checkPackageInstallSSRF(c, logf); err != nil {
+		return nil, err
 	}
 
 	// 2. Secrets: make the provider echo them, then (after the kills,
@@ -238,6 +245,10 @@ func failures(r *Report) []string {
 	check("state changed by bad input", b.StateChanged)
 	check("unhealthy after bad input", b.Unhealthy)
 	check("secrets found", r.Secrets.Total)
+	if p := r.PackageSSRF; p != nil {
+		check("package-install SSRF: trap connections", p.Dialed)
+		check("package-install SSRF: forms not refused", p.NotRefused)
+	}
 	if c := r.Crash; c != nil {
 		check("orphaned records", c.Orphaned)
 		check("stuck records", c.Stuck)
@@ -275,6 +286,10 @@ func (r *Report) WriteTable(w io.Writer) {
 	row("non-canonical ids accepted", b.NonCanonicalOK, true)
 	row("state changed by bad input", b.StateChanged, true)
 	row("unhealthy afterwards", b.Unhealthy, true)
+	if p := r.PackageSSRF; p != nil {
+		row(fmt.Sprintf("package-install SSRF: trap connections (%d sources)", p.Checked), p.Dialed, true)
+		row("package-install SSRF: sources not refused by the policy", p.NotRefused, true)
+	}
 	fmt.Fprintf(tw, "\t\t\nSECRETS (%d planted)\t\t\n", r.Secrets.Planted)
 	for _, k := range sortedKeys(r.Secrets.Found) {
 		row(fmt.Sprintf("found in %s (%d bytes)", k, r.Secrets.Searched[k]), r.Secrets.Found[k], true)
@@ -296,6 +311,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(tw, "\t\t\nwall time\t%.0f s\t\n", r.WallSeconds)
 	tw.Flush()
 	examples := append(append([]string{}, b.Examples...), r.Secrets.Examples...)
+	if r.PackageSSRF != nil {
+		examples = append(examples, r.PackageSSRF.Examples...)
+	}
 	if r.Crash != nil {
 		examples = append(examples, r.Crash.Examples...)
 	}

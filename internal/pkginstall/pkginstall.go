@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/agentpkg"
 	"github.com/agentryhq/agentry/internal/fault"
+	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/models"
 	"github.com/agentryhq/agentry/workflows"
@@ -53,7 +54,27 @@ type Service struct {
 	TrustedKeys func() []ed25519.PublicKey
 	// HostBuilds says which sources may be built on the gateway host.
 	HostBuilds HostBuildPolicy
-	Log        *slog.Logger
+	// SSRF is the policy every fetch passes (runtime.ssrf): git's
+	// connections go through a proxy on its dialer (netguard.Git).
+	SSRF netguard.Policy
+	Log  *slog.Logger
+}
+
+// gitFetch is how this service runs git against a source: http, https
+// and file (the API lets only admins name a file:// source) through the
+// SSRF policy's proxy.
+func (s *Service) gitFetch() netguard.Git {
+	return netguard.Git{Policy: s.SSRF, AllowHTTP: true, AllowFile: true}
+}
+
+// CheckSource refuses, before a job is recorded, a source the SSRF
+// policy refuses without resolving it (a literal private address, ssh to
+// a host not in allowed_hosts): 403 naming the policy and the address.
+func (s *Service) CheckSource(src string) error {
+	if err := s.gitFetch().CheckSource(src); err != nil {
+		return &fault.Forbidden{Code: "policy", Msg: fmt.Sprintf("source %s: %v", src, err)}
+	}
+	return nil
 }
 
 // Request is what the client asks for.
@@ -125,6 +146,9 @@ func NewJobID() string {
 func (s *Service) Start(ctx context.Context, req Request) (*models.PackageInstallJob, error) {
 	req.Source = strings.TrimSpace(req.Source)
 	if err := ValidateSource(req.Source); err != nil {
+		return nil, err
+	}
+	if err := s.CheckSource(req.Source); err != nil {
 		return nil, err
 	}
 	if req.AllowHostBuild {

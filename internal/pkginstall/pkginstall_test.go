@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +17,8 @@ import (
 	"github.com/agentryhq/agentry/dev/testenv"
 	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/agentpkg"
+	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/netguard/ssrftest"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -198,4 +204,52 @@ func TestBadSources(t *testing.T) {
 	refusal(t, runSteps(s, newJob(t, s, Request{Source: notRepo, AllowUnverified: true})), "not a git repository")
 	empty := gitrepo.Bare(t, map[string]string{"README.md": "nothing here\n"})
 	refusal(t, runSteps(s, newJob(t, s, Request{Source: empty, AllowUnverified: true})), "no package")
+}
+
+// TestFetchPassesTheSSRFPolicy (issue 42 item 1): git's connections go
+// through the SSRF policy at dial time. A source on a refused address
+// (in any spelling, or a redirect from an allowed host to one) fails
+// for good naming the policy and the address, and a trap listening there
+// gets no connection; ssh to a host not in allowed_hosts is refused
+// before anything runs.
+func TestFetchPassesTheSSRFPolicy(t *testing.T) {
+	trap, err := ssrftest.Listen("[::]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trap.Close()
+	port := trap.Addr().(*net.TCPAddr).Port
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, fmt.Sprintf("http://[::1]:%d%s?%s", port, r.URL.Path, r.URL.RawQuery), http.StatusFound)
+	}))
+	defer redirect.Close()
+	s, _ := newService(t)
+	s.SSRF = netguard.Policy{Enabled: true, AllowedHosts: []string{"127.0.0.1"}}
+	for src, want := range map[string]string{
+		fmt.Sprintf("http://localhost:%d/x.git", port):         "127.0.0.1 (loopback) for host localhost",
+		fmt.Sprintf("http://0x7f000002:%d/x.git", port):        "127.0.0.2 (loopback) for host 0x7f000002",
+		fmt.Sprintf("https://[::1]:%d/x.git", port):            "::1 (loopback)",
+		fmt.Sprintf("http://[::ffff:0:7f00:2]:%d/x.git", port): "carries 127.0.0.2 (loopback)",
+		redirect.URL + "/x.git":                                "::1 (loopback)",
+		"ssh://git@example.com/x.git":                          "allowed_hosts",
+		"git@example.com:x.git":                                "allowed_hosts",
+	} {
+		// Fetch checks again what Start refused (the policy may change
+		// between the two), so the refusal shows on both.
+		if err := s.CheckSource(src); err != nil && !strings.Contains(err.Error(), "refused by the SSRF policy (runtime.ssrf)") {
+			t.Errorf("Start's check of %s: %v", src, err)
+		}
+		_, err := s.Fetch(context.Background(), newJob(t, s, Request{Source: src, AllowUnverified: true}))
+		var r *RefusedError
+		if !errors.As(err, &r) || !strings.Contains(err.Error(), "refused by the SSRF policy (runtime.ssrf)") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a refusal naming the policy and %q", src, err, want)
+		}
+	}
+	if n := trap.Connections(); n != 0 {
+		t.Fatalf("the trap got %d connection(s): %v", n, trap.Seen())
+	}
+	// A literal refused address is 403 before a job.
+	if err := s.CheckSource("http://169.254.169.254/x.git"); err == nil || !strings.Contains(err.Error(), "169.254.169.254 (link-local)") {
+		t.Fatalf("Start's check: %v", err)
+	}
 }

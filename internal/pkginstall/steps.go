@@ -65,7 +65,9 @@ func (s *Service) Fetch(ctx context.Context, jobID string) (string, error) {
 	return commit, err
 }
 
-// clone makes dir a shallow clone of src.
+// clone makes dir a shallow clone of src. git's connections go through
+// the SSRF policy's proxy (netguard.Git): a refused address fails the job
+// for good, naming the policy and the address.
 func (s *Service) clone(ctx context.Context, src, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -73,13 +75,35 @@ func (s *Service) clone(ctx context.Context, src, dir string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return err
 	}
-	_, err := git(ctx, "", "clone", "--quiet", "--depth", "1", "--no-tags", "--", src, dir)
+	// Checked again here: the policy may have changed since the job was
+	// accepted.
+	g := s.gitFetch()
+	if err := g.CheckSource(src); err != nil {
+		return refused("fetch %s: %v", src, err)
+	}
+	cmd, proxy, done, err := g.Command(ctx, "", "clone", "--quiet", "--depth", "1", "--no-tags", "--no-recurse-submodules", "--", src, dir)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err = cmd.Run()
 	if err == nil {
 		return nil
 	}
 	os.RemoveAll(dir)
-	text := err.Error()
-	for _, permanent := range []string{"not a git repository", "does not appear to be a git repository", "not found", "does not exist", "Could not read from remote", "unable to find remote helper", "Authentication failed"} {
+	if errors.Is(err, exec.ErrNotFound) {
+		return refused("package install needs git on the gateway host, and git is not on PATH")
+	}
+	if blocked := proxy.Refusal(); blocked != nil {
+		return refused("fetch %s: %v", src, blocked)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	text := fmt.Sprintf("git clone: %v: %s", err, strings.TrimSpace(tail(errb.String(), 400)))
+	for _, permanent := range []string{"not a git repository", "does not appear to be a git repository", "not found", "does not exist", "Could not read from remote", "unable to find remote helper", "Authentication failed", "transport '", "not allowed"} {
 		if strings.Contains(text, permanent) {
 			return refused("fetch %s: not a git repository this gateway can read: %s", src, text)
 		}

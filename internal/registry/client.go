@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/agentpkg"
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/netguard"
 )
 
 // Registry types of the registries: config.
@@ -110,8 +111,17 @@ type Fetcher struct {
 	HTTP *http.Client
 }
 
-// NewFetcher uses a client with a timeout.
+// NewFetcher uses a client with a timeout and no SSRF policy: it is for
+// the command line (agentry registry, agentry pull), which fetches on
+// its own user's machine with that user's authority.
 func NewFetcher() *Fetcher { return &Fetcher{HTTP: &http.Client{Timeout: 2 * time.Minute}} }
+
+// NewGuardedFetcher is a fetcher for fetches made on someone else's
+// behalf (a gateway-side pull or index read): every connection, redirects
+// included, passes the SSRF policy at dial time (netguard.Policy.Client).
+func NewGuardedFetcher(p netguard.Policy) *Fetcher {
+	return &Fetcher{HTTP: p.Client(2 * time.Minute)}
+}
 
 // Index fetches and decodes a registry's index, naming what went wrong:
 // an HTML page, a 404, a document that is not an index.

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -250,7 +248,11 @@ func (in *Installer) fetch(ctx context.Context, src source, raw string) (string,
 		}
 		return src.dir, func() {}, nil
 	}
-	if err := in.checkHost(ctx, src.gitURL); err != nil {
+	// git's connections go through a proxy on the SSRF policy's dialer
+	// (netguard.Git): a name that resolves, rebinds or redirects to a
+	// refused address is refused when connecting, not only when checked.
+	g := netguard.Git{Policy: in.SSRF, AllowFile: strings.HasPrefix(src.gitURL, "file://")}
+	if err := g.CheckSource(src.gitURL); err != nil {
 		return "", nil, refusedByPolicy(fmt.Sprintf("source %s: %v", raw, err))
 	}
 	tmp, err := os.MkdirTemp("", "agentry-skill-git-")
@@ -264,16 +266,20 @@ func (in *Installer) fetch(ctx context.Context, src source, raw string) (string,
 	}
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	allow := "https"
-	if strings.HasPrefix(src.gitURL, "file://") {
-		allow = "file"
-	}
 	clone := filepath.Join(tmp, "repo")
-	cmd := exec.CommandContext(gctx, "git", "-c", "protocol.allow=never", "-c", "protocol."+allow+".allow=always",
-		"clone", "--depth", "1", "--no-recurse-submodules", "--quiet", "--", src.gitURL, clone)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + tmp, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	g.Home = tmp
+	cmd, proxy, done, err := g.Command(gctx, "", "clone", "--depth", "1", "--no-recurse-submodules", "--quiet", "--", src.gitURL, clone)
+	if err != nil {
 		cleanup()
+		return "", nil, err
+	}
+	out, err := cmd.CombinedOutput()
+	done()
+	if err != nil {
+		cleanup()
+		if blocked := proxy.Refusal(); blocked != nil {
+			return "", nil, refusedByPolicy(fmt.Sprintf("source %s: %v", raw, blocked))
+		}
 		msg := strings.TrimSpace(string(out))
 		if gctx.Err() != nil {
 			msg = "timed out after " + timeout.String()
@@ -298,31 +304,6 @@ func (in *Installer) fetch(ctx context.Context, src source, raw string) (string,
 		}
 	}
 	return dir, cleanup, nil
-}
-
-// checkHost applies the SSRF policy to an https git host (every address
-// it resolves to).
-func (in *Installer) checkHost(ctx context.Context, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "https" {
-		return nil // file:// (local callers only)
-	}
-	if _, err := in.SSRF.CheckURL(raw); err != nil {
-		return err
-	}
-	if !in.SSRF.Enabled || net.ParseIP(u.Hostname()) != nil {
-		return nil
-	}
-	ips, err := net.DefaultResolver.LookupIPAddr(ctx, u.Hostname())
-	if err != nil {
-		return fmt.Errorf("cannot resolve %s", u.Hostname())
-	}
-	for _, ip := range ips {
-		if _, err := in.SSRF.CheckURL("https://" + net.JoinHostPort(ip.IP.String(), "443")); err != nil {
-			return fmt.Errorf("%s: %w", u.Hostname(), err)
-		}
-	}
-	return nil
 }
 
 // place copies the skill into Dest/<name>, replacing an earlier copy
