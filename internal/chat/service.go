@@ -329,6 +329,12 @@ func (e *inProcess) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 	}
 	resp, err := e.svc.Router.Do(e.ctx, call)
 	if err != nil {
+		if st != nil {
+			// What streamed before the failure reaches the caller (and
+			// starts the stream, so the failure is an error frame), less
+			// an end that could be half a secret.
+			_ = st.Cut()
+		}
 		return resp, err
 	}
 	if st != nil {

@@ -199,6 +199,35 @@ func (st *Stream) Flush() error {
 	return st.send(Secrets(text))
 }
 
+// Cut passes on the held text of a stream that ended early (the provider
+// failed mid-answer), scrubbed, less any end that could be the start of a
+// configured value: what came before the failure reaches the caller as it
+// did without scrubbing, and no partial secret does.
+func (st *Stream) Cut() error {
+	text := Secrets(st.held)
+	st.held = ""
+	if m := reg.known.Load(); m != nil {
+		for n := min(len(text), m.longest-1); n > 1; n-- {
+			if m.startsValue(text[len(text)-n:]) {
+				text = text[:len(text)-n]
+				break
+			}
+		}
+	}
+	return st.send(text)
+}
+
+// startsValue reports whether some value begins with s (at least two
+// bytes: one character of a secret tells nothing).
+func (m *matcher) startsValue(s string) bool {
+	for _, v := range m.byPair[pairOf(s[0], s[1])] {
+		if strings.HasPrefix(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func (st *Stream) send(s string) error {
 	if s == "" {
 		return nil

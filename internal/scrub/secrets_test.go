@@ -146,3 +146,28 @@ func BenchmarkStream(b *testing.B) {
 		_ = st.Flush()
 	}
 }
+
+// A stream cut short passes on what it held, less an end that could be the
+// start of a configured value.
+func TestStreamCutDropsAPartialSecret(t *testing.T) {
+	src := Register("test")
+	defer src.Close()
+	src.Set("zz-cut-secret-value-0123")
+	var out strings.Builder
+	st := NewStream(func(s string) error { out.WriteString(s); return nil })
+	_ = st.Write("partial answer ")
+	_ = st.Write("zz-cut-sec")
+	if err := st.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "partial answer " {
+		t.Fatalf("cut stream = %q", got)
+	}
+	out.Reset()
+	st = NewStream(func(s string) error { out.WriteString(s); return nil })
+	_ = st.Write("plain words")
+	_ = st.Cut()
+	if out.String() != "plain words" {
+		t.Fatalf("cut stream = %q", out.String())
+	}
+}
