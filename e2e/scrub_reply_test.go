@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
@@ -110,5 +111,29 @@ func TestMCPToolOutputIsScrubbed(t *testing.T) {
 	sid, _ := r.JSON["session_id"].(string)
 	if storedWith(t, g, sid, replyKey) != 0 || storedWith(t, g, sid, scrub.Redacted) != 1 {
 		t.Fatal("the stored tool message holds the key")
+	}
+}
+
+// A task run (the durable path: the LLM turn activity, the run log, the
+// run's reply) whose provider echoes its key in a successful answer records
+// and answers [REDACTED].
+func TestProviderKeyInTaskRunReplyIsScrubbed(t *testing.T) {
+	g := startReplyLeakGateway(t, "id: leaky\nllm: {provider: leaky, model: gpt-4o-mini}\n", "")
+	g.Fake.Script(fakellm.Rule{Reply: "Task done; the key is " + replyKey + "."})
+	task := g.Do("POST", "/api/v1/workboard/tasks", map[string]any{"title": "report the key", "agent_id": "leaky"})
+	if task.Status != 201 {
+		t.Fatalf("create task: %d %s", task.Status, task.Raw)
+	}
+	taskID := int64(task.JSON["id"].(float64))
+	started := g.Do("POST", fmt.Sprintf("/api/v1/workboard/tasks/%d/run", taskID), nil)
+	if started.Status != 202 {
+		t.Fatalf("start run: %d %s", started.Status, started.Raw)
+	}
+	runPath := fmt.Sprintf("/api/v1/workboard/tasks/%d/runs/%d", taskID, int64(started.JSON["id"].(float64)))
+	done := waitRun(t, g, runPath, 60*time.Second, func(r gatewaytest.Response) bool {
+		return r.JSON["status"] != "running" && r.JSON["status"] != "queued"
+	})
+	if done.JSON["status"] != "finished" || done.JSON["reply"] != "Task done; the key is "+scrub.Redacted+"." || strings.Contains(string(done.Raw), replyKey) {
+		t.Fatalf("run: %s", done.Raw)
 	}
 }
