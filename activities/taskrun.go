@@ -221,6 +221,9 @@ func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workfl
 	if err != nil {
 		return nil, LLMStepError(ctx, err)
 	}
+	// Scrubbed before the run log: every later reader (the loop, the run's
+	// result, deliveries, a webhook's reply) takes the answer from there.
+	resp = agent.ScrubResponse(resp)
 	if err := log.PutTurn(ctx, key, in.Messages-len(opening), opening, resp); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
+	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -316,11 +317,33 @@ func (e *inProcess) workDir() string {
 func (e *inProcess) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 	call := &llm.Call{Provider: t.Provider, Model: t.Request.Model, Request: t.Request, Meta: e.meta}
 	call.Meta.CallID = e.meta.RunID + "-t" + strconv.Itoa(t.Turn)
+	// A provider may echo a configured secret (its own key) in a successful
+	// reply: the streamed deltas and the answer are scrubbed here, before the
+	// caller, the loop and the stored exchange see them (the ledger is
+	// settled inside Do and holds no text).
+	var st *scrub.Stream
 	if e.onDelta != nil {
+		st = scrub.NewStream(e.onDelta)
 		call.Stream = true
-		call.OnDelta = e.onDelta
+		call.OnDelta = st.Write
 	}
-	return e.svc.Router.Do(e.ctx, call)
+	resp, err := e.svc.Router.Do(e.ctx, call)
+	if err != nil {
+		if st != nil {
+			// What streamed before the failure reaches the caller (and
+			// starts the stream, so the failure is an error frame), less
+			// an end that could be half a secret.
+			_ = st.Cut()
+		}
+		return resp, err
+	}
+	if st != nil {
+		// The held-back end of the stream: the text is complete.
+		if err := st.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	return agent.ScrubResponse(resp), nil
 }
 
 func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {

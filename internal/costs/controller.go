@@ -118,6 +118,8 @@ type Controller struct {
 	prior   monthPrior
 
 	applier *applier
+	// late keeps settlements whose write failed, for retry (late.go).
+	late *lateSettlements
 
 	// reconciliation holds a ReconciliationReporter (SetReconciliation).
 	reconciliation atomic.Value
@@ -179,6 +181,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c.applier = newApplier(c)
+	c.late = newLateSettlements(c)
 	return c, nil
 }
 
@@ -200,6 +203,10 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config) error 
 // Close records what settled calls still have to put on the counters, then
 // releases the rate-limit backend and the ledger's statements.
 func (c *Controller) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	c.late.retry(ctx)
+	cancel()
+	c.late.close()
 	c.applier.stop()
 	c.store.Close()
 	return c.limiter.Close()
@@ -821,12 +828,24 @@ func (a *admission) settle(ctx context.Context, resp *llm.Response, callErr erro
 // and budget alerts.
 func (a *admission) recorded(ctx context.Context, res models.SettleResult, err error) {
 	if err != nil {
+		// A full disk: the provider answered, the write did not. The
+		// settlement is kept and retried (late.go), so the ledger ends with
+		// the reported usage, not the reserved worst case.
+		if a.c.late.keep(a, a.settled) {
+			a.c.log.Warn("cost ledger: settling a call failed; the settlement is kept and retried", "call_id", a.callID, "err", err)
+			return
+		}
 		// The reservation stays until the reaper releases it, the row stays
 		// pending until it is marked expired: loud, but never double counted.
 		a.c.log.Error("cost ledger: settling a call failed; its reservation is released after costs.reservation_ttl",
 			"call_id", a.callID, "err", err)
 		return
 	}
+	a.recordedLate(ctx, res)
+}
+
+// recordedLate is the follow-up of a settlement that was written.
+func (a *admission) recordedLate(ctx context.Context, res models.SettleResult) {
 	if res.Pending {
 		a.c.applier.add(a.id)
 	}

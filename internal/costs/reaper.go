@@ -16,6 +16,9 @@ const reapBatch = 500
 func (c *Controller) ReapOnce(ctx context.Context) (released int, err error) {
 	p := c.pol.Load()
 	now := c.now().UTC()
+	// Settlements kept after a failed write go first: a call whose usage
+	// the provider reported is charged that, not its reserved worst case.
+	c.late.retry(ctx)
 	for {
 		n, err := c.store.ReapExpired(ctx, now, reapBatch)
 		released += n

@@ -23,7 +23,6 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,8 +48,8 @@ type registry struct {
 	mu      sync.Mutex
 	nextID  uint64
 	sources map[uint64][]string
-	// replacer is rebuilt on every change; String reads it without a lock.
-	replacer atomic.Pointer[strings.Replacer]
+	// known is rebuilt on every change; String reads it without a lock.
+	known atomic.Pointer[matcher]
 }
 
 var reg = &registry{sources: map[uint64][]string{}}
@@ -104,7 +103,7 @@ func (s *Source) Close() {
 	reg.rebuild()
 }
 
-// rebuild makes the replacer of every registered value and its encoded forms
+// rebuild makes the matcher of every registered value and its encoded forms
 // (as it appears inside JSON strings and URL query strings). Longer values go
 // first so that a secret containing another is removed whole.
 func (r *registry) rebuild() {
@@ -128,20 +127,10 @@ func (r *registry) rebuild() {
 		}
 	}
 	if len(all) == 0 {
-		r.replacer.Store(nil)
+		r.known.Store(nil)
 		return
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if len(all[i]) != len(all[j]) {
-			return len(all[i]) > len(all[j])
-		}
-		return all[i] < all[j]
-	})
-	pairs := make([]string, 0, 2*len(all))
-	for _, v := range all {
-		pairs = append(pairs, v, Redacted)
-	}
-	r.replacer.Store(strings.NewReplacer(pairs...))
+	r.known.Store(newMatcher(all))
 }
 
 // pattern is a credential shape: the groups before the secret are kept.
@@ -250,9 +239,7 @@ func String(s string) string {
 	if s == "" {
 		return s
 	}
-	if r := reg.replacer.Load(); r != nil {
-		s = r.Replace(s)
-	}
+	s = Secrets(s)
 	lower, ascii := asciiLower(s)
 	for _, p := range patterns {
 		if ascii && !p.mayMatch(lower) {

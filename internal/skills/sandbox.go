@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentryhq/agentry/internal/scrub"
 )
 
 // maxOutput bounds what a tool script's stdout and stderr keep.
@@ -113,7 +115,11 @@ func (r Runner) Run(ctx context.Context, dir, script string, args json.RawMessag
 	start := time.Now()
 	err = cmd.Run()
 	out.DurationMS = time.Since(start).Milliseconds()
-	out.Stdout, out.Stderr = stdout.String(), stderr.String()
+	// A script is outside text: what it prints goes to the model, the stored
+	// conversation and the install's dry-run report, so it is scrubbed here,
+	// like an MCP server's answers (credential shapes included: a script's
+	// output is no reply the model wrote).
+	out.Stdout, out.Stderr = scrub.String(stdout.String()), scrub.String(stderr.String())
 	var ee *exec.ExitError
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
