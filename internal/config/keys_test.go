@@ -125,3 +125,23 @@ func flattenKeys(v any, prefix string, free map[string]bool, out map[string]any)
 		out[prefix] = v
 	}
 }
+
+// visible reports whether the value filledConfig put under key survives
+// redaction (a free-form map: any of its values).
+func visible(key string, v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, x := range t {
+			if x != Redacted {
+				return true
+			}
+		}
+		return false
+	case []any:
+		return len(t) > 0 && t[0] != Redacted
+	case nil:
+		return false
+	default:
+		return v != Redacted
+	}
+}
