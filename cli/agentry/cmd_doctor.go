@@ -96,6 +96,8 @@ func (a *App) doctor(ctx context.Context, manifestFlag string) doctorReport {
 		add("unsupported keys", checkFail, "%s: not supported yet; remove them", strings.Join(unsupported.Keys, ", "))
 	case a.cfgErr == nil:
 		add("unsupported keys", checkOK, "none set (refused when set: %s)", strings.Join(config.UnsupportedKeys(), ", "))
+	default:
+		add("unsupported keys", checkSkip, "config.yaml does not load")
 	}
 	// 2. Workspace, for a local target only: a remote gateway's workspace
 	// is on its own host.
