@@ -19,11 +19,11 @@ costs:
       openai: {type: openai, api_key_env: OPENAI_ADMIN_KEY}
 `)
 	l, err := Load(context.Background(), MapEnv(map[string]string{EnvWorkspace: dir, EnvConfigPath: path,
-		"AGENTRY_HOOKS":      `[{"on": ["run.*"], "url": "https://hooks.example/a", "secret_env": "HOOK_SECRET"}]`,
-		"AGENTRY_REGISTRIES": `[{"id": "team", "base_url": "https://reg.example", "priority": 5, "auth_headers": {"Authorization": "Bearer r"}}]`,
-		"AGENTRY_AUTH_KEYS":  `[{"subject": "ci", "key_env": "CI_KEY", "role": "operator"}]`,
-		"AGENTRY_MCP":        `{"web": {"transport": "http", "url": "https://web.example/mcp"}}`,
-		"AGENTRY_MCP_OLD":    `{"url": "https://new.example/mcp"}`,
+		"AGENTRY_HOOKS":                          `[{"on": ["run.*"], "url": "https://hooks.example/a", "secret_env": "HOOK_SECRET"}]`,
+		"AGENTRY_REGISTRIES":                     `[{"id": "team", "base_url": "https://reg.example", "priority": 5, "auth_headers": {"Authorization": "Bearer r"}}]`,
+		"AGENTRY_AUTH_KEYS":                      `[{"subject": "ci", "key_env": "CI_KEY", "role": "operator"}]`,
+		"AGENTRY_MCP":                            `{"web": {"transport": "http", "url": "https://web.example/mcp"}}`,
+		"AGENTRY_MCP_OLD":                        `{"url": "https://new.example/mcp"}`,
 		"AGENTRY_COSTS_RECONCILIATION_PROVIDERS": `{"anthropic": {"type": "anthropic", "api_key_env": "ANTHROPIC_ADMIN_KEY"}}`,
 	}))
 	if err != nil {
