@@ -165,7 +165,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 	}
 	g.api = api.New(deps)
 	go func() { g.serveErr <- g.api.Serve(g.ln) }()
-	log.Info("gateway listening", "addr", "http://"+g.ln.Addr().String(), "workspace", cfg.Workspace.Root, "config", cfg.Path)
+	log.Info("gateway listening", "addr", g.URL(), "workspace", cfg.Workspace.Root, "config", cfg.Path)
 	return g, nil
 }
 
@@ -244,8 +244,13 @@ func (g *Gateway) healthChecks() map[string]api.HealthCheck {
 // Addr is the HTTP listen address (host:port).
 func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 
-// URL is the base URL of the HTTP API.
-func (g *Gateway) URL() string { return "http://" + g.Addr() }
+// URL is the base URL of the HTTP API: https:// when server.tls is on.
+func (g *Gateway) URL() string {
+	if g.Config != nil && g.Config.Server.TLS.Enabled {
+		return "https://" + g.Addr()
+	}
+	return "http://" + g.Addr()
+}
 
 // TemporalUIAddress is the embedded Web UI address, or "".
 func (g *Gateway) TemporalUIAddress() string {

@@ -23,15 +23,28 @@ func (s *Services) packageService() *agentpkg.Service {
 		CreatedBy: "agentry gateway",
 		Env: agentpkg.Environment{
 			Providers: s.Router.ProviderIDs,
+			// The adapters this gateway has: the HTTP API and the channels
+			// the delivery service knows (a channels.<x> key names no
+			// adapter unless one exists; config refuses others).
 			Channels: func() []string {
-				return append([]string{"http", "webhook"}, slices.Sorted(maps.Keys(cfg.Channels.Extra))...)
+				out := []string{"http"}
+				if s.Channels != nil {
+					out = append(out, s.Channels.IDs()...)
+				}
+				return out
 			},
 			Skills: s.Skills.Names,
+			// Every registered MCP server: config.yaml's mcp.<id> and
+			// those registered through the API (PUT /mcp/own/{id}).
 			MCPServers: func() []string {
-				if servers, ok := cfg.MCP["servers"].(map[string]any); ok {
-					return slices.Sorted(maps.Keys(servers))
+				if s.MCP == nil {
+					return nil
 				}
-				return slices.Sorted(maps.Keys(cfg.MCP))
+				var ids []string
+				for _, st := range s.MCP.List() {
+					ids = append(ids, st.ID)
+				}
+				return ids
 			},
 			KnowledgeBases: func() []string {
 				if kbs, ok := cfg.Knowledge["bases"].(map[string]any); ok {

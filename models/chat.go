@@ -77,18 +77,19 @@ func createTableName(table string) *regexp.Regexp {
 	return regexp.MustCompile("(?i)^CREATE TABLE\\s+[`\"\\[]?" + table + "[`\"\\]]?")
 }
 
-// ChatSession is one conversation of one caller with one agent. AgentID
-// has no index: no query finds sessions by agent, and every new session
-// paid for one (data migration 10 drops it).
+// ChatSession is one conversation of one caller with one agent. GET
+// /memory?agent_id= lists an agent's sessions newest first: the index on
+// (agent_id, updated_at) finds them without reading every session (data
+// migration 10 had dropped the agent_id index; 11 brings it back, issue 43).
 type ChatSession struct {
 	ID        string `gorm:"primaryKey;size:191"`
-	AgentID   string `gorm:"size:100"`
+	AgentID   string `gorm:"size:100;index:idx_chat_sessions_agent_updated,priority:1"`
 	Subject   string `gorm:"size:191"`
 	UserID    string `gorm:"size:191"`
 	Username  string `gorm:"size:191"`
 	Source    string `gorm:"size:32"`
 	CreatedAt time.Time
-	UpdatedAt time.Time
+	UpdatedAt time.Time `gorm:"index:idx_chat_sessions_agent_updated,priority:2"`
 	// Key numbers sessions in creation order; messages are found by it
 	// (see sessionkey.go). The session's upsert gives it on SQLite; it is
 	// 0 on PostgreSQL.

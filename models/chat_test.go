@@ -110,7 +110,7 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		if strings.Contains(ddl, "AUTOINCREMENT") {
 			t.Fatalf("chat_messages still has AUTOINCREMENT: %s", ddl)
 		}
-		// Data migrations 7 to 10, and GORM leaves the key alone on the
+		// Data migrations 7 to 11, and GORM leaves the key alone on the
 		// next Open.
 		var sessionsDDL string
 		var indexes []string
@@ -120,8 +120,8 @@ func testMessagesTableRebuilt(t *testing.T, quotedName string) {
 		if err := s.DB.Raw("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chat_sessions' ORDER BY name").Scan(&indexes).Error; err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(sessionsDDL, "PRIMARY KEY (`session_key`))") || len(indexes) != 0 {
-			t.Fatalf("chat_sessions: %s with indexes %v; want it keyed by session_key, no index on the id or the agent", sessionsDDL, indexes)
+		if !strings.HasSuffix(sessionsDDL, "PRIMARY KEY (`session_key`))") || len(indexes) != 1 || indexes[0] != sessionsByAgentIndex {
+			t.Fatalf("chat_sessions: %s with indexes %v; want it keyed by session_key, no index on the id, one on (agent_id, updated_at)", sessionsDDL, indexes)
 		}
 		// Data migration 9: every session stored before is in
 		// chat_session_ids, and the mark is past the largest key.

@@ -110,6 +110,8 @@ var dataMigrations = []dataMigration{
 		Up: digestSessionIDs},
 	{Version: 10, Name: "chat_sessions: drop the agent_id index no query uses",
 		Up: dropIndexes("idx_chat_sessions_agent_id")},
+	{Version: 11, Name: "chat_sessions: an index on (agent_id, updated_at) for GET /memory?agent_id=",
+		Up: indexSessionsByAgent}, // chat_index.go
 }
 
 // migrate brings the schema of s up to date with models and steps (sorted

@@ -2,14 +2,17 @@ package agentry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentryhq/agentry/internal/apiclient"
+	"github.com/agentryhq/agentry/internal/config"
 )
 
 // Check outcomes of doctor. Only "fail" makes the exit code nonzero.
@@ -84,6 +87,17 @@ func (a *App) doctor(ctx context.Context, manifestFlag string) doctorReport {
 		add("config", checkOK, "no config file; built-in defaults (workspace %s)", a.cfg.Workspace.Root)
 	default:
 		add("config", checkOK, "%s is valid", a.cfg.Path)
+	}
+	// 1b. Keys this version would ignore (issue 43): named apart from the
+	// config check, so that the operator sees the list at a glance.
+	var unsupported *config.UnsupportedError
+	switch {
+	case errors.As(a.cfgErr, &unsupported):
+		add("unsupported keys", checkFail, "%s: not supported yet; remove them", strings.Join(unsupported.Keys, ", "))
+	case a.cfgErr == nil:
+		add("unsupported keys", checkOK, "none set (refused when set: %s)", strings.Join(config.UnsupportedKeys(), ", "))
+	default:
+		add("unsupported keys", checkSkip, "config.yaml does not load")
 	}
 	// 2. Workspace, for a local target only: a remote gateway's workspace
 	// is on its own host.

@@ -74,11 +74,11 @@ func loadRuntime(ctx context.Context, stderr io.Writer) (*config.Loaded, *slog.L
 }
 
 func runGateway(ctx context.Context, version string, stderr io.Writer) error {
-	setGCDefault() // the process's, like GOMAXPROCS below
 	cfg, log, closer, err := loadRuntime(ctx, stderr)
 	if err != nil {
 		return err
 	}
+	applyGC(cfg.Server) // the process's, like GOMAXPROCS below
 	defer closer.Close()
 	g, err := gateway.Start(ctx, gateway.Options{Config: cfg, Logger: log, Version: version, StartTemporal: startEmbeddedTemporal, Notice: stderr})
 	if err != nil {

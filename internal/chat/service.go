@@ -179,7 +179,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	// commit (models.CommitLater).
 	ex := &inProcess{ctx: models.CommitLater(ctx), svc: s, def: def, set: set, onDelta: onDelta,
 		meta: llm.CallMeta{Subject: auth.FromContext(ctx).CostSubject(req.UserID), Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
-			Source: req.Source, Trigger: "api", DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
+			Source: req.Source, Trigger: triggerOf(req.Source), DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
 	defer s.Store.FlushLater(detached.Context(ex.ctx)) // nothing left once the exchange is saved
 	out, runErr := agent.Run(ex, agent.Input{
 		Provider: set.Provider, Model: set.Model, SystemPrompt: s.Toolbox.SystemPrompt(def), History: history, UserText: req.Text,
@@ -358,4 +358,15 @@ func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error)
 		return agent.ToolResult{Content: err.Error(), IsError: true}, nil
 	}
 	return res, err
+}
+
+// triggerOf is the ledger's trigger of a call made here: what started the
+// run. An inbound webhook answered synchronously was started by the
+// webhook (the spec's webhook trigger), like its asynchronous runs
+// (activities/webhookrun.go); everything else here by an API call.
+func triggerOf(source string) string {
+	if source == llm.SourceWebhook {
+		return "webhook"
+	}
+	return "api"
 }

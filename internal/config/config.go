@@ -67,8 +67,16 @@ type ServerConfig struct {
 	// AdaptiveProcs lets agentryd run the Go scheduler on one processor
 	// while it has about one goroutine to run at a time (internal/procs).
 	// On by default; a GOMAXPROCS environment variable turns it off too.
-	AdaptiveProcs bool           `yaml:"adaptive_procs" env:"ADAPTIVE_PROCS"`
-	Extra         map[string]any `yaml:",inline"`
+	AdaptiveProcs bool `yaml:"adaptive_procs" env:"ADAPTIVE_PROCS"`
+	// MemoryLimit is agentryd's soft memory limit (Go's GOMEMLIMIT syntax:
+	// 512MiB, 1GiB; "0" or "off": none). A GOMEMLIMIT environment variable
+	// wins. See cli/agentryd/gc.go.
+	MemoryLimit string `yaml:"memory_limit" env:"MEMORY_LIMIT"`
+	// GCPercent is agentryd's GOGC (0: Go's default, 100). 400 buys a few
+	// per cent of chat throughput for more resident memory. A GOGC
+	// environment variable wins.
+	GCPercent int            `yaml:"gc_percent,omitempty" env:"GC_PERCENT"`
+	Extra     map[string]any `yaml:",inline"`
 }
 
 // TLSConfig turns on HTTPS with a certificate pair.

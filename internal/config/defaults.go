@@ -8,6 +8,11 @@ import "time"
 // to roll over).
 const DefaultRunBudgetWait = time.Hour
 
+// DefaultMemoryLimit is server.memory_limit when unset: a soft limit that
+// makes Go's collector work harder only when the heap nears it, well above
+// the gateway's heap under chat load (docs/benchmarks.md).
+const DefaultMemoryLimit = "512MiB"
+
 // Defaults is the configuration of a fresh install: loopback only, port
 // 18789, the embedded Temporal server and SQLite, Ollama as the provider.
 func Defaults() Config {
@@ -18,6 +23,7 @@ func Defaults() Config {
 			MaxBodyBytes:    4 << 20,
 			ShutdownTimeout: 10 * time.Second,
 			AdaptiveProcs:   true,
+			MemoryLimit:     DefaultMemoryLimit,
 		},
 		Runtime: RuntimeConfig{
 			MaxSessions: 1000,

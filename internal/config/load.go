@@ -220,6 +220,9 @@ func ApplyEnv(ctx context.Context, cfg *Config, env Env) error {
 		}
 		return fmt.Errorf("environment overrides: %w", err)
 	}
+	if err := applyJSONEnv(cfg, env); err != nil {
+		return err
+	}
 	return applyMapEnv(cfg, env)
 }
 

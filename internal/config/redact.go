@@ -12,7 +12,7 @@ var secretKeyParts = []string{"token", "secret", "password", "api_key", "credent
 
 // IsSecretKey reports whether a key names a secret: it contains token,
 // secret, password, api_key or credential (case-insensitive), or is exactly
-// key or dsn. The key may be
+// key, dsn or redis_url. The key may be
 // a single segment or a dotted path; only the last segment decides, so that
 // `credentials.provider` (a choice of vault, not a secret) stays readable
 // while `llm.providers.openai.api_key` is hidden.
@@ -21,8 +21,9 @@ func IsSecretKey(key string) bool {
 		key = key[i+1:]
 	}
 	k := strings.ToLower(key)
-	if k == "key" || k == "dsn" {
-		// auth.keys[].key and a storage DSN (it may embed a password).
+	if k == "key" || k == "dsn" || k == "redis_url" {
+		// auth.keys[].key, a storage DSN and rate_limit.redis_url (they may
+		// embed a password).
 		return true
 	}
 	if strings.HasSuffix(k, "_env") {
@@ -53,7 +54,7 @@ func Redact(v any) any {
 				out[k] = Redact(val)
 				continue
 			}
-			if IsSecretKey(k) && !isEmpty(val) {
+			if IsSecretKey(k) && !isEmpty(val) && !isTokenLimit(k, val) {
 				out[k] = Redacted
 				continue
 			}
@@ -76,10 +77,34 @@ func Redact(v any) any {
 }
 
 // valuesAreSecret: every value under these keys is a secret whatever its
-// name (an MCP server's headers and env: Authorization, GITHUB_TOKEN, ...).
+// name (an MCP server's headers and env: Authorization, GITHUB_TOKEN, ...;
+// a registry's auth_headers).
 func valuesAreSecret(key string) bool {
 	k := strings.ToLower(key)
-	return k == "headers" || k == "env"
+	return k == "headers" || k == "env" || strings.HasSuffix(k, "_headers")
+}
+
+// isTokenLimit tells a number under a key that counts tokens
+// (max_tokens_per_minute, per_user_tokens_day, max_output_tokens_ceiling,
+// max_build_tokens): an operator's limit, not a credential, so GET /config
+// shows it (issue 43). Only a number: a string under such a key stays
+// hidden, and "token" alone (bot_token) is always a credential.
+func isTokenLimit(key string, val any) bool {
+	switch val.(type) {
+	case int, int64, uint64, float64:
+	default:
+		return false
+	}
+	k := strings.ToLower(key)
+	if !strings.Contains(k, "tokens") {
+		return false
+	}
+	for _, p := range []string{"secret", "password", "api_key", "credential"} {
+		if strings.Contains(k, p) {
+			return false
+		}
+	}
+	return true
 }
 
 func redactAll(m map[string]any) map[string]any {

@@ -16,6 +16,10 @@ func Validate(c *Config) error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	if u := Unsupported(c); u != nil {
+		// One error naming every key this version would ignore (unsupported.go).
+		errs = append(errs, u)
+	}
 	for _, key := range nonFinite(reflect.ValueOf(c).Elem(), "") {
 		bad(key, "must be a finite number (not NaN or infinity)")
 	}
@@ -29,6 +33,12 @@ func Validate(c *Config) error {
 	case "", "personal", "team", "scale":
 	default:
 		bad("server.edition", "unknown edition %q (use personal, team or scale)", c.Server.Edition)
+	}
+	if _, err := ParseMemoryLimit(c.Server.MemoryLimit); err != nil {
+		bad("server.memory_limit", "%v", err)
+	}
+	if c.Server.GCPercent < 0 {
+		bad("server.gc_percent", "must not be negative (0 keeps Go's default, 100)")
 	}
 	if c.Server.TLS.Enabled && (c.Server.TLS.CertFile == "" || c.Server.TLS.KeyFile == "") {
 		bad("server.tls", "enabled needs cert_file and key_file")
@@ -56,7 +66,7 @@ func Validate(c *Config) error {
 	if !slices.Contains([]string{"json", "console"}, c.Log.Format) {
 		bad("log.format", "unknown format %q (use json or console)", c.Log.Format)
 	}
-	if !slices.Contains([]string{"sqlite", "postgres"}, c.Storage.Backend) {
+	if !slices.Contains([]string{"sqlite", "postgres", "external"}, c.Storage.Backend) {
 		bad("storage.backend", "unknown backend %q (use sqlite or postgres)", c.Storage.Backend)
 	}
 	if d := c.Storage.SQLite.Durability; d != "" && d != DurabilityProcess && d != DurabilityPower {
