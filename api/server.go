@@ -234,17 +234,26 @@ func (s *Server) health(c *fiber.Ctx) error {
 }
 
 // bearerToken reads "Bearer <credential>" (RFC 6750 / 7235): the scheme is
-// case-insensitive and separated by one or more spaces; the credential is
-// taken exactly as sent, so a key with a space, tab or NBSP around it is no
-// key.
+// case-insensitive. Every ASCII blank (space or horizontal tab) is treated
+// alike: any run of them before the scheme, between scheme and credential,
+// and after the credential is ignored (fasthttp already drops trailing
+// spaces, so a trailing tab was the one refused — #42). Whitespace inside
+// the credential, and any other space character around it (NBSP, line
+// breaks, Unicode spaces), makes it no key: it is not trimmed, since a key
+// never contains one.
 func bearerToken(h string) (string, bool) {
-	scheme, rest, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	h = strings.Trim(h, asciiBlanks)
+	i := strings.IndexAny(h, asciiBlanks)
+	if i < 0 || !strings.EqualFold(h[:i], "Bearer") {
 		return "", false
 	}
-	token := strings.TrimLeft(rest, " ")
+	token := strings.TrimLeft(h[i:], asciiBlanks)
 	if token == "" || strings.IndexFunc(token, unicode.IsSpace) >= 0 || strings.ContainsRune(token, '\u00a0') {
 		return "", false
 	}
 	return token, true
 }
+
+// asciiBlanks are the blanks HTTP allows around header values (RFC 9110
+// OWS: SP and HTAB).
+const asciiBlanks = " \t"
