@@ -2,8 +2,11 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -69,5 +72,43 @@ func TestBearerBlanksAreAllAlike(t *testing.T) {
 	}
 	if got, ok := bearerToken(strings.Repeat(" ", 3) + "Bearer " + testKey + "\t"); !ok || got != testKey {
 		t.Errorf("bearerToken: %q", got)
+	}
+}
+
+// TestOversizedBodiesAlwaysGet413Envelope: 8 of 21 bodies over the 4 MiB
+// limit got a connection reset instead of the 413 envelope (#42): fasthttp
+// closed the connection with the body still arriving. Over real HTTP, with
+// Content-Length and chunked, just over the limit and five times it, every
+// one is answered 413 with the envelope.
+func TestOversizedBodiesAlwaysGet413Envelope(t *testing.T) {
+	const limit = 4 << 20
+	s := newTestServer(t, func(d *Deps) { d.Config.Server.MaxBodyBytes = limit })
+	addr := serveLoopback(t, s)
+	type body struct {
+		name    string
+		size    int
+		chunked bool
+	}
+	for round := range 4 {
+		for _, b := range []body{{"4MiB+1", limit + 1, false}, {"20MiB", 20 << 20, false}, {"4MiB+1 chunked", limit + 1, true}, {"20MiB chunked", 20 << 20, true}} {
+			var r io.Reader = bytes.NewReader(bytes.Repeat([]byte("x"), b.size))
+			if b.chunked {
+				r = io.MultiReader(r) // no length known: chunked
+			}
+			req, _ := http.NewRequest("POST", "http://"+addr+"/api/v1/whoami", r)
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			if err != nil {
+				t.Errorf("round %d %s: %v (want 413 envelope)", round, b.name, err)
+				continue
+			}
+			var env map[string]any
+			json.NewDecoder(resp.Body).Decode(&env)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || env["error"] == nil || env["code"] != "too_large" {
+				t.Errorf("round %d %s: %d %v", round, b.name, resp.StatusCode, env)
+			}
+		}
 	}
 }

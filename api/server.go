@@ -138,7 +138,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
-	return s.app.Listener(ln)
+	return s.app.Listener(lingerListener{ln})
 }
 
 // Shutdown stops accepting and waits for in-flight requests up to ctx.
