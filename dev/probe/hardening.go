@@ -44,7 +44,7 @@ func runKeyBombs(c *client, h *Hardening) {
 			fmt.Fprintf(&b, `,"k%06d":1`, i)
 		}
 		b.WriteString("}")
-		a := c.send(request{Family: "agents", Method: "POST", Path: "/api/v1/agents", Body: []byte(b.String())})
+		a := c.send(request{Family: "agents", Method: "POST", Path: "/api/v1/agents", Auth: "Bearer " + c.key, Body: []byte(b.String())})
 		h.KeyBombs++
 		if ms := a.Took.Milliseconds(); ms > h.KeyBombSlowestMs {
 			h.KeyBombSlowestMs = ms
