@@ -57,12 +57,18 @@ func (f *AgentAdminFeature) create(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermWrite); err != nil {
 		return err
 	}
+	if err := boundDefinition(c, strings.Contains(strings.ToLower(c.Get(fiber.HeaderContentType)), "yaml")); err != nil {
+		return err
+	}
 	text, source, err := definitionBody(c)
 	if err != nil {
 		return err
 	}
 	def, err := f.Files.Create(text, source)
 	if err != nil {
+		if tooMany := definitionError(err); tooMany != nil {
+			return tooMany
+		}
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(agentSingle(def))

@@ -101,6 +101,11 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 			body[k] = scrub.Value(v)
 		}
 	}
+	if apiErr.Status == fiber.StatusRequestEntityTooLarge {
+		// fasthttp closes the connection after this answer: drain the
+		// body still arriving so the client reads the 413 (api/linger.go).
+		markLinger(c.Context().Conn())
+	}
 	if apiErr.RetryAfter > 0 {
 		secs := int(apiErr.RetryAfter.Round(time.Second) / time.Second)
 		if secs < 1 {

@@ -39,8 +39,15 @@ type Deps struct {
 	Auth    auth.Authenticator
 	Logger  *slog.Logger
 	Version string
-	// Health checks by name (database, temporal, ...), run by GET /health.
+	// Health checks by name (database, temporal, ...): the dependencies
+	// without which the gateway cannot work. One failing makes /health,
+	// /health/live and /health/ready answer 503 "degraded".
 	Health map[string]HealthCheck
+	// Warnings are alerting checks (costs: accounting attribution below
+	// 100 %) that do not take the gateway out of service: a failing one is
+	// reported with status "warn" (or "acknowledged") by /health and
+	// /health/ready, which still answer 200 (docs/operations.md, "Health").
+	Warnings map[string]HealthCheck
 	// Features register their routes on the authenticated /api/v1 group.
 	Features []Feature
 	// Audit receives the audit lines (nil: runtime.audit_log is off).
@@ -64,6 +71,7 @@ type Server struct {
 	app  *fiber.App
 	deps Deps
 	log  *slog.Logger
+	acks acks
 }
 
 // New builds the app and its routes.
@@ -100,6 +108,8 @@ func New(d Deps) *Server {
 		}))
 	}
 	s.app.Get("/health", s.health)
+	s.app.Get("/health/ready", s.health)
+	s.app.Get("/health/live", s.live)
 	s.registerMetrics()
 	if d.Console != nil {
 		s.mountConsole(d.Console)
@@ -107,6 +117,7 @@ func New(d Deps) *Server {
 	v1 := s.app.Group(Prefix, s.authenticate)
 	v1.Get("/whoami", s.whoami)
 	v1.Get("/logs/audit", s.auditTail)
+	v1.Post("/health/checks/:name/acknowledge", s.acknowledge)
 	for _, f := range d.Features {
 		f.Register(v1)
 	}
@@ -127,7 +138,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
-	return s.app.Listener(ln)
+	return s.app.Listener(lingerListener{ln})
 }
 
 // Shutdown stops accepting and waits for in-flight requests up to ctx.
@@ -213,38 +224,27 @@ func Require(c *fiber.Ctx, perm string) error {
 
 func (s *Server) whoami(c *fiber.Ctx) error { return c.JSON(Principal(c)) }
 
-func (s *Server) health(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), 5*time.Second)
-	defer cancel()
-	checks := fiber.Map{}
-	healthy := true
-	for name, check := range s.deps.Health {
-		if err := check(ctx); err != nil {
-			healthy = false
-			checks[name] = fiber.Map{"status": "error", "error": err.Error()}
-		} else {
-			checks[name] = fiber.Map{"status": "ok"}
-		}
-	}
-	status, code := "ok", fiber.StatusOK
-	if !healthy {
-		status, code = "degraded", fiber.StatusServiceUnavailable
-	}
-	return c.Status(code).JSON(fiber.Map{"status": status, "version": s.deps.Version, "checks": checks})
-}
-
 // bearerToken reads "Bearer <credential>" (RFC 6750 / 7235): the scheme is
-// case-insensitive and separated by one or more spaces; the credential is
-// taken exactly as sent, so a key with a space, tab or NBSP around it is no
-// key.
+// case-insensitive. Every ASCII blank (space or horizontal tab) is treated
+// alike: any run of them before the scheme, between scheme and credential,
+// and after the credential is ignored (fasthttp already drops trailing
+// spaces, so a trailing tab was the one refused — #42). Whitespace inside
+// the credential, and any other space character around it (NBSP, line
+// breaks, Unicode spaces), makes it no key: it is not trimmed, since a key
+// never contains one.
 func bearerToken(h string) (string, bool) {
-	scheme, rest, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	h = strings.Trim(h, asciiBlanks)
+	i := strings.IndexAny(h, asciiBlanks)
+	if i < 0 || !strings.EqualFold(h[:i], "Bearer") {
 		return "", false
 	}
-	token := strings.TrimLeft(rest, " ")
+	token := strings.TrimLeft(h[i:], asciiBlanks)
 	if token == "" || strings.IndexFunc(token, unicode.IsSpace) >= 0 || strings.ContainsRune(token, '\u00a0') {
 		return "", false
 	}
 	return token, true
 }
+
+// asciiBlanks are the blanks HTTP allows around header values (RFC 9110
+// OWS: SP and HTAB).
+const asciiBlanks = " \t"

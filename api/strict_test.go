@@ -28,15 +28,18 @@ func TestParseIDIsCanonical(t *testing.T) {
 	}
 }
 
-// The Bearer scheme is case-insensitive (RFC 7235); the credential is
-// compared exactly.
+// The Bearer scheme is case-insensitive (RFC 7235); ASCII blanks (space,
+// tab) around scheme and credential are ignored alike (#42: the server
+// already dropped a trailing space but not a tab); the credential is
+// otherwise compared exactly.
 func TestBearerToken(t *testing.T) {
-	for h, want := range map[string]string{"Bearer k1": "k1", "bearer k1": "k1", "BEARER k1": "k1", "BeArEr  k1": "k1"} {
+	for h, want := range map[string]string{"Bearer k1": "k1", "bearer k1": "k1", "BEARER k1": "k1", "BeArEr  k1": "k1",
+		"Bearer k1 ": "k1", "Bearer k1\t": "k1", "Bearer \tk1": "k1", "Bearer\tk1": "k1"} {
 		if got, ok := bearerToken(h); !ok || got != want {
 			t.Errorf("%q: %q %v", h, got, ok)
 		}
 	}
-	for _, h := range []string{"", "Bearer", "Bearer ", "Basic k1", "Bearer k1 ", "Bearer k1\t", "Bearer \tk1", "Bearer k1\u00a0", "Bearer\u00a0k1", "Bearerk1"} {
+	for _, h := range []string{"", "Bearer", "Bearer ", "Basic k1", "Bearer k\t1", "Bearer k1\n", "Bearer k1\u00a0", "Bearer\u00a0k1", "Bearerk1"} {
 		if got, ok := bearerToken(h); ok {
 			t.Errorf("%q accepted as %q", h, got)
 		}

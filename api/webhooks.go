@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/fault"
+	"github.com/agentryhq/agentry/internal/hangup"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/models"
 )
@@ -15,6 +16,9 @@ import (
 // POST /webhooks/{agent_id}.
 type WebhooksFeature struct {
 	Webhooks *webhook.Service
+	// Hangups cancels a synchronous run whose caller disconnects, as for
+	// POST /chat (nil: the run goes on to the end).
+	Hangups *hangup.Watcher
 }
 
 // HeaderIdempotencyKey makes a repeated webhook return the first reply.
@@ -71,7 +75,12 @@ func (f *WebhooksFeature) receive(c *fiber.Ctx) error {
 		}
 		return c.Status(fiber.StatusAccepted).JSON(acc)
 	}
-	reply, replayed, err := f.Webhooks.Handle(c.UserContext(), webhook.Request{
+	// A caller that hangs up cancels the run like POST /chat: the provider
+	// call stops, the exchange is not stored, an Idempotency-Key claim is
+	// released (a retry runs again). Before #42 it ran to the end.
+	ctx, stop := f.Hangups.Watch(c.UserContext(), c.Context().Conn())
+	defer stop()
+	reply, replayed, err := f.Webhooks.Handle(ctx, webhook.Request{
 		AgentID: c.Params("agent_id"), Body: c.Body(), IdempotencyKey: c.Get(HeaderIdempotencyKey)})
 	if err != nil {
 		return err

@@ -7,9 +7,11 @@ import (
 
 // Features are the API route groups.
 func (s *Services) Features() []api.Feature {
+	// One watcher for every synchronous run a caller can walk away from.
+	hangups := hangup.New(0)
 	fs := []api.Feature{
 		&api.AgentsFeature{Agents: s.Agents},
-		&api.ChatFeature{Chat: s.Chat, Hangups: hangup.New(0)},
+		&api.ChatFeature{Chat: s.Chat, Hangups: hangups},
 		&api.ConfigFeature{Config: s.gw.Config, CostsChanged: s.costsChanged},
 		&api.CostsFeature{Costs: s.Costs},
 		&api.ReconciliationFeature{Runner: s.Reconciler, Store: s.gw.Store, Logger: s.log},
@@ -17,7 +19,7 @@ func (s *Services) Features() []api.Feature {
 			ArtifactsDir: s.gw.Config.Workspace.ArtifactsDir(), Logger: s.log},
 		&api.ApprovalsFeature{Approvals: s.Approvals, Store: s.gw.Store},
 		&api.EventsFeature{Bus: s.Events},
-		&api.WebhooksFeature{Webhooks: s.Webhooks},
+		&api.WebhooksFeature{Webhooks: s.Webhooks, Hangups: hangups},
 		&api.ChannelsFeature{Channels: s.Channels, Deliveries: s.Deliveries, Store: s.gw.Store},
 		&api.SchedulesFeature{Schedules: s.Schedules},
 	}

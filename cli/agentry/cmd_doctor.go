@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -197,6 +198,21 @@ func (a *App) doctorGateway(ctx context.Context, rep *doctorReport, add func(nam
 			add(dep, checkFail, "%s", chk.Error)
 		}
 	}
+	// Alerting checks (costs: attribution below 100 %) warn: the gateway
+	// stays in service, but an operator should look (docs/operations.md).
+	for _, name := range sortedKeys(h.Checks) {
+		chk := h.Checks[name]
+		if chk.Severity != "warning" || chk.Status == "ok" {
+			continue
+		}
+		msg := chk.Error
+		if !chk.AcknowledgedAt.IsZero() {
+			msg += fmt.Sprintf(" (acknowledged by %s at %s)", chk.AcknowledgedBy, chk.AcknowledgedAt.Format(time.RFC3339))
+		} else {
+			msg += fmt.Sprintf(" (acknowledge: POST /api/v1/health/checks/%s/acknowledge)", name)
+		}
+		add(name, checkWarn, "%s", msg)
+	}
 	if !authOK {
 		add("default provider", checkSkip, "needs working credentials")
 		return
@@ -224,4 +240,14 @@ func (a *App) doctorGateway(ctx context.Context, rep *doctorReport, add func(nam
 			add("default provider", checkWarn, "not reported")
 		}
 	}
+}
+
+// sortedKeys lists a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

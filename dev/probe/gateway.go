@@ -29,6 +29,7 @@ var agentFiles = map[string]string{
 	"claude.yaml":    "id: claude\nllm: {provider: claude, model: claude-3-5-haiku}\nmax_turns: 2\n",
 	"hook.yaml":      "id: hook\ntrigger: webhook\nllm: {provider: fake, model: " + modelPlain + "}\n",
 	"crash.yaml":     "id: crash\nllm: {provider: fake, model: " + modelCrash + "}\nmax_turns: 2\n",
+	"hanghook.yaml":  "id: hanghook\ntrigger: webhook\nllm: {provider: fake, model: " + modelPlain + "}\nwebhook: {text_path: text, thread_id_path: thread}\n",
 	"crashhook.yaml": "id: crashhook\ntrigger: webhook\nllm: {provider: fake, model: " + modelCrash + "}\n",
 }
 

@@ -46,12 +46,13 @@ type Options struct {
 
 // Report is what a run found.
 type Report struct {
-	Seed        uint64    `json:"seed"`
-	Binary      string    `json:"binary"`
-	WallSeconds float64   `json:"wall_seconds"`
-	BadInput    *BadInput `json:"bad_input"`
-	Secrets     *Secrets  `json:"secrets"`
-	Crash       *Crash    `json:"crash,omitempty"`
+	Seed        uint64     `json:"seed"`
+	Binary      string     `json:"binary"`
+	WallSeconds float64    `json:"wall_seconds"`
+	BadInput    *BadInput  `json:"bad_input"`
+	Secrets     *Secrets   `json:"secrets"`
+	Crash       *Crash     `json:"crash,omitempty"`
+	Hardening   *Hardening `json:"hardening"`
 	// PackageSSRF is the package-install SSRF check (issue 42).
 	PackageSSRF *PackageInstallSSRF `json:"package_install_ssrf,omitempty"`
 	// Failures names every must-be-0 figure that was not 0.
@@ -145,13 +146,20 @@ func Run(opts Options) (*Report, error) {
 	logf("triggering the provider-echo failure")
 	triggered := triggerLeaks(c, secrets, sink, logf)
 
-	// 3. SIGKILL while work is in flight.
+	// 2b. Key-count bombs and webhook callers who hang up (issue 42).
+	rep.Hardening = &Hardening{}
+	logf("sending key-count bombs and hanging up on queued webhooks")
+	runKeyBombs(c, rep.Hardening)
+	runWebhookHangups(g.base, secrets.AdminKey, fake, rep.Hardening)
+
+	// 3. SIGKILL while work is in flight; readiness must come back.
 	if opts.Kills > 0 {
 		logf("killing the gateway %d times", opts.Kills)
 		rep.Crash, err = runCrashes(g, c, fake, opts.Seed, opts.Kills, logf)
 		if err != nil {
 			return nil, err
 		}
+		checkReadyAfterCrash(c, rep.Hardening)
 	}
 	logf("searching every surface for the planted secrets")
 	rep.Secrets = scan(secrets, surfaces(c, g, sink))
@@ -249,6 +257,11 @@ func failures(r *Report) []string {
 		check("package-install SSRF: trap connections", p.Dialed)
 		check("package-install SSRF: forms not refused", p.NotRefused)
 	}
+	if h := r.Hardening; h != nil {
+		check("key-count bombs not refused with 413", h.KeyBombsAdmitted)
+		check("provider calls after a webhook caller hung up", h.ProviderAfterHangup)
+		check("not ready after the kills", h.NotReady)
+	}
 	if c := r.Crash; c != nil {
 		check("orphaned records", c.Orphaned)
 		check("stuck records", c.Stuck)
@@ -308,6 +321,14 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("slowest claim takeover (ms)", c.SlowestClaimMs, false)
 		row(fmt.Sprintf("provider calls missing from the ledger (%d seen, %d counted)", c.ProviderCalls, c.LedgerCalls), c.MissingLedger, true)
 	}
+	if h := r.Hardening; h != nil {
+		fmt.Fprintf(tw, "\t\t\nHARDENING (issue 42)\t\t\n")
+		row(fmt.Sprintf("key-count bombs not refused with 413 (of %d; slowest %d ms)", h.KeyBombs, h.KeyBombSlowestMs), h.KeyBombsAdmitted, true)
+		row(fmt.Sprintf("provider calls after a webhook caller hung up (of %d queued)", h.HangupCalls), h.ProviderAfterHangup, true)
+		if r.Crash != nil {
+			row(fmt.Sprintf("not ready after the kills (/health/ready %d, costs check %s)", h.ReadyStatus, h.CostsCheck), h.NotReady, true)
+		}
+	}
 	fmt.Fprintf(tw, "\t\t\nwall time\t%.0f s\t\n", r.WallSeconds)
 	tw.Flush()
 	examples := append(append([]string{}, b.Examples...), r.Secrets.Examples...)
@@ -316,6 +337,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	if r.Crash != nil {
 		examples = append(examples, r.Crash.Examples...)
+	}
+	if r.Hardening != nil {
+		examples = append(examples, r.Hardening.Examples...)
 	}
 	if len(examples) > 0 {
 		fmt.Fprintln(w, "\nexamples:")

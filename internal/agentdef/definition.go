@@ -184,6 +184,9 @@ func Parse(data []byte, file string) (*Definition, error) {
 	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
 		return nil, &ValidationError{Problems: []FieldError{{File: file, Msg: "an agent definition must be a YAML mapping"}}}
 	}
+	if n := countKeys(root.Content[0], MaxKeys+1); n > MaxKeys {
+		return nil, &TooManyKeysError{File: file, Keys: n}
+	}
 	lines := map[string]int{}
 	indexLines(root.Content[0], "", lines)
 	var d Definition
@@ -355,4 +358,41 @@ func keyAtLine(lines map[string]int, line int) string {
 		}
 	}
 	return best
+}
+
+// MaxKeys bounds the mapping keys of a definition, counted at every level.
+// Decoding a YAML mapping into the definition checks each key against the
+// others (quadratic): 10,000 keys took 1.1 s and 100,000 keys 85 s of CPU
+// (#42). Real definitions have a few dozen.
+const MaxKeys = 1000
+
+// TooManyKeysError is a definition over MaxKeys keys, refused before it is
+// decoded.
+type TooManyKeysError struct {
+	File string
+	Keys int // counted up to MaxKeys+1
+}
+
+func (e *TooManyKeysError) Error() string {
+	return fmt.Sprintf("%s: agent definition has more than %d keys (the limit)", e.File, MaxKeys)
+}
+
+// countKeys counts the mapping keys under n, stopping once past stop (a
+// linear walk of the parsed tree; aliases are not followed).
+func countKeys(n *yaml.Node, stop int) int {
+	count := 0
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		if count > stop {
+			return
+		}
+		if n.Kind == yaml.MappingNode {
+			count += len(n.Content) / 2
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	return count
 }

@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/agentryhq/agentry/internal/agentdef"
+	"github.com/agentryhq/agentry/internal/textcut"
 )
 
 // VerifyOptions say which signers are trusted.
@@ -36,10 +38,10 @@ func Verify(doc []byte, opts VerifyOptions) (*Package, error) {
 		return nil, err
 	}
 	if f, _ := obj["format"].(string); f != FormatName {
-		return nil, invalidf(KindMalformed, "not an agent package: format is %q, want %q", obj["format"], FormatName)
+		return nil, invalidf(KindMalformed, "not an agent package: format is %s, want %q", describeValue(obj, "format"), FormatName)
 	}
 	if n, ok := obj["format_version"].(json.Number); !ok || n.String() != fmt.Sprint(FormatVersion) {
-		return nil, invalidf(KindFormatVersion, "unknown format_version %v: this build reads version %d packages; upgrade agentry to read it", obj["format_version"], FormatVersion)
+		return nil, invalidf(KindFormatVersion, "unknown format_version %s: this build reads version %d packages; upgrade agentry to read it", describeValue(obj, "format_version"), FormatVersion)
 	}
 	var p Package
 	dec := json.NewDecoder(bytes.NewReader(doc))
@@ -196,4 +198,29 @@ func (p *Package) FileContents() (map[string][]byte, error) {
 		out[f.Path] = data
 	}
 	return out, nil
+}
+
+// describeValue words a document field for an error: quoted text, a number
+// as written, or what the field is when it is neither ("missing", "null",
+// "an object"), never Go's %!q(<nil>).
+func describeValue(obj map[string]any, key string) string {
+	v, ok := obj[key]
+	if !ok {
+		return "missing"
+	}
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return strconv.Quote(textcut.Prefix(v, 64))
+	case json.Number:
+		return textcut.Prefix(v.String(), 64)
+	case bool:
+		return strconv.FormatBool(v)
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return fmt.Sprintf("a %T", v)
 }

@@ -163,7 +163,12 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	}
 	subject := subjectOf(ctx)
 	sessionID := SessionOf(ctx, &req)
-	unlock := s.lockSession(sessionID)
+	unlock, err := s.locks.lock(ctx, sessionID)
+	if err != nil {
+		// The caller left (or its deadline passed) while an earlier chat of
+		// the session ran: it never reaches the provider.
+		return nil, fmt.Errorf("waiting for the session's earlier request: %w", err)
+	}
 	defer unlock()
 	history, err := s.history(ctx, sessionID)
 	if err != nil {
@@ -223,8 +228,6 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	}
 	return &Reply{Reply: out.Reply, SessionID: sessionID, RunID: runID, ResponseID: responseID, Usage: out.Usage, Files: out.Files, StopReason: out.StopReason}, nil
 }
-
-func (s *Service) lockSession(id string) func() { return s.locks.lock(id) }
 
 // History is the recent conversation of a session as a run continues it
 // (asynchronous webhook runs load it once, when they start).

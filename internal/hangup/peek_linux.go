@@ -10,6 +10,8 @@ import (
 // connection (TLS is not, see the package comment).
 func watchable(conn net.Conn) bool {
 	switch conn.(type) {
+	case interface{ Unwrap() net.Conn }:
+		return watchable(unwrap(conn))
 	case *net.TCPConn, *net.UnixConn:
 		return true
 	}
@@ -18,7 +20,7 @@ func watchable(conn net.Conn) bool {
 
 // peek looks at a watchable connection without consuming a byte.
 func peek(conn net.Conn) state {
-	sc, ok := conn.(syscall.Conn)
+	sc, ok := unwrap(conn).(syscall.Conn)
 	if !ok {
 		return alive
 	}
@@ -41,4 +43,17 @@ func peek(conn net.Conn) state {
 		}
 	})
 	return st
+}
+
+// unwrap is the connection under a server's wrapper (one with an
+// Unwrap() net.Conn method, as api's lingering close has), else conn.
+// tls.Conn has none, so TLS stays unwatched.
+func unwrap(conn net.Conn) net.Conn {
+	for {
+		u, ok := conn.(interface{ Unwrap() net.Conn })
+		if !ok {
+			return conn
+		}
+		conn = u.Unwrap()
+	}
 }

@@ -360,6 +360,24 @@ func (e CostStatusForecastMethod) Valid() bool {
 	}
 }
 
+// Defines values for CostStatusPricingCoverageUnknownPricing.
+const (
+	Allow CostStatusPricingCoverageUnknownPricing = "allow"
+	Block CostStatusPricingCoverageUnknownPricing = "block"
+)
+
+// Valid indicates whether the value is a known member of the CostStatusPricingCoverageUnknownPricing enum.
+func (e CostStatusPricingCoverageUnknownPricing) Valid() bool {
+	switch e {
+	case Allow:
+		return true
+	case Block:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CostStatusRateLimitBackend.
 const (
 	Memory CostStatusRateLimitBackend = "memory"
@@ -510,28 +528,11 @@ func (e FeedbackResultRating) Valid() bool {
 	}
 }
 
-// Defines values for HealthChecksStatus.
-const (
-	HealthChecksStatusError HealthChecksStatus = "error"
-	HealthChecksStatusOk    HealthChecksStatus = "ok"
-)
-
-// Valid indicates whether the value is a known member of the HealthChecksStatus enum.
-func (e HealthChecksStatus) Valid() bool {
-	switch e {
-	case HealthChecksStatusError:
-		return true
-	case HealthChecksStatusOk:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for HealthStatus.
 const (
 	HealthStatusDegraded HealthStatus = "degraded"
 	HealthStatusOk       HealthStatus = "ok"
+	HealthStatusWarn     HealthStatus = "warn"
 )
 
 // Valid indicates whether the value is a known member of the HealthStatus enum.
@@ -540,6 +541,44 @@ func (e HealthStatus) Valid() bool {
 	case HealthStatusDegraded:
 		return true
 	case HealthStatusOk:
+		return true
+	case HealthStatusWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HealthCheckSeverity.
+const (
+	Critical HealthCheckSeverity = "critical"
+	Warning  HealthCheckSeverity = "warning"
+)
+
+// Valid indicates whether the value is a known member of the HealthCheckSeverity enum.
+func (e HealthCheckSeverity) Valid() bool {
+	switch e {
+	case Critical:
+		return true
+	case Warning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HealthCheckStatus.
+const (
+	HealthCheckStatusError HealthCheckStatus = "error"
+	HealthCheckStatusOk    HealthCheckStatus = "ok"
+)
+
+// Valid indicates whether the value is a known member of the HealthCheckStatus enum.
+func (e HealthCheckStatus) Valid() bool {
+	switch e {
+	case HealthCheckStatusError:
+		return true
+	case HealthCheckStatusOk:
 		return true
 	default:
 		return false
@@ -1819,10 +1858,15 @@ type CostStatus struct {
 		Month CostPeriod `json:"month,omitempty,omitzero"`
 	} `json:"periods,omitempty,omitzero"`
 	PricingCoverage struct {
-		Models   int64    `json:"models,omitempty,omitzero"`
-		Percent  float64  `json:"percent,omitempty,omitzero"`
-		Priced   int64    `json:"priced,omitempty,omitzero"`
-		Unpriced []string `json:"unpriced,omitempty,omitzero"`
+		// Blocked unpriced models the policy refuses (cloud models under block)
+		Blocked []string `json:"blocked,omitempty,omitzero"`
+		Models  int64    `json:"models,omitempty,omitzero"`
+		Percent float64  `json:"percent,omitempty,omitzero"`
+		Priced  int64    `json:"priced,omitempty,omitzero"`
+
+		// UnknownPricing costs.unknown_pricing in effect
+		UnknownPricing CostStatusPricingCoverageUnknownPricing `json:"unknown_pricing,omitempty,omitzero"`
+		Unpriced       []string                                `json:"unpriced,omitempty,omitzero"`
 	} `json:"pricing_coverage,omitempty,omitzero"`
 	Problems  []string `json:"problems,omitempty,omitzero"`
 	RateLimit struct {
@@ -1863,6 +1907,9 @@ type CostStatusEnforcementMode string
 
 // CostStatusForecastMethod defines model for CostStatus.Forecast.Method.
 type CostStatusForecastMethod string
+
+// CostStatusPricingCoverageUnknownPricing costs.unknown_pricing in effect
+type CostStatusPricingCoverageUnknownPricing string
 
 // CostStatusRateLimitBackend defines model for CostStatus.RateLimit.Backend.
 type CostStatusRateLimitBackend string
@@ -2016,20 +2063,34 @@ type FeedbackResultRating int64
 
 // Health defines model for Health.
 type Health struct {
-	// Checks one entry per dependency (database, temporal, ...)
-	Checks map[string]struct {
-		Error  string             `json:"error,omitempty,omitzero"`
-		Status HealthChecksStatus `json:"status,omitempty,omitzero"`
-	} `json:"checks,omitempty,omitzero"`
+	// Checks one entry per check (database, temporal, costs, ...)
+	Checks map[string]HealthCheck `json:"checks,omitempty,omitzero"`
+
+	// Status degraded (503): a critical check failed. warn (200): only a warning check failed and nobody acknowledged it. docs/operations.md, Health.
 	Status  HealthStatus `json:"status,omitempty,omitzero"`
 	Version string       `json:"version,omitempty,omitzero"`
 }
 
-// HealthChecksStatus defines model for Health.Checks.Status.
-type HealthChecksStatus string
-
-// HealthStatus defines model for Health.Status.
+// HealthStatus degraded (503): a critical check failed. warn (200): only a warning check failed and nobody acknowledged it. docs/operations.md, Health.
 type HealthStatus string
+
+// HealthCheck defines model for HealthCheck.
+type HealthCheck struct {
+	// AcknowledgedAt set while an operator's acknowledgement of this exact error stands
+	AcknowledgedAt time.Time `json:"acknowledged_at,omitempty,omitzero"`
+	AcknowledgedBy string    `json:"acknowledged_by,omitempty,omitzero"`
+	Error          string    `json:"error,omitempty,omitzero"`
+
+	// Severity critical: a dependency (database, temporal); failing makes the gateway 503. warning: an alerting check (costs: attribution below 100 %) that keeps the gateway in service.
+	Severity HealthCheckSeverity `json:"severity,omitempty,omitzero"`
+	Status   HealthCheckStatus   `json:"status,omitempty,omitzero"`
+}
+
+// HealthCheckSeverity critical: a dependency (database, temporal); failing makes the gateway 503. warning: an alerting check (costs: attribution below 100 %) that keeps the gateway in service.
+type HealthCheckSeverity string
+
+// HealthCheckStatus defines model for HealthCheck.Status.
+type HealthCheckStatus string
 
 // LedgerEntry One inference call (prompt-free; docs/costs.md "Ledger entry").
 type LedgerEntry struct {
@@ -3703,8 +3764,31 @@ type ClientInterface interface {
 
 	// GetHealth Gateway health (outside /api/v1, no authentication)
 	//
+	// Readiness, the same as /health/ready: every check. 503 only when a critical check (a dependency) fails; a failing warning check answers 200 with status warn.
+	//
 	// Corresponds with GET /health (the `GetHealth` operationId).
 	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostHealthChecksNameAcknowledge Acknowledge a failing warning check (admin)
+	//
+	// The check's current error is acknowledged: it stays in /health with acknowledged_at and acknowledged_by and no longer makes the status warn, until its error text changes, it passes, or the gateway restarts.
+	//
+	// Corresponds with POST /health/checks/{name}/acknowledge (the `PostHealthChecksNameAcknowledge` operationId).
+	PostHealthChecksNameAcknowledge(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetHealthLive Liveness (outside /api/v1, no authentication)
+	//
+	// The process answers and its dependencies (database writable, Temporal reachable) are up; warning checks are not run.
+	//
+	// Corresponds with GET /health/live (the `GetHealthLive` operationId).
+	GetHealthLive(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetHealthReady Readiness (outside /api/v1, no authentication)
+	//
+	// Every check; 503 only when a critical check (database, temporal) fails. A failing warning check (costs) answers 200 with status warn.
+	//
+	// Corresponds with GET /health/ready (the `GetHealthReady` operationId).
+	GetHealthReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLearningFeedback Recent feedback with learning proposals (memory:read), newest first
 	//
@@ -4842,9 +4926,62 @@ func (c *Client) GetEvents(ctx context.Context, params *GetEventsParams, reqEdit
 
 // GetHealth Gateway health (outside /api/v1, no authentication)
 //
+// Readiness, the same as /health/ready: every check. 503 only when a critical check (a dependency) fails; a failing warning check answers 200 with status warn.
+//
 // Corresponds with GET /health (the `GetHealth` operationId).
 func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostHealthChecksNameAcknowledge Acknowledge a failing warning check (admin)
+//
+// The check's current error is acknowledged: it stays in /health with acknowledged_at and acknowledged_by and no longer makes the status warn, until its error text changes, it passes, or the gateway restarts.
+//
+// Corresponds with POST /health/checks/{name}/acknowledge (the `PostHealthChecksNameAcknowledge` operationId).
+func (c *Client) PostHealthChecksNameAcknowledge(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostHealthChecksNameAcknowledgeRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetHealthLive Liveness (outside /api/v1, no authentication)
+//
+// The process answers and its dependencies (database writable, Temporal reachable) are up; warning checks are not run.
+//
+// Corresponds with GET /health/live (the `GetHealthLive` operationId).
+func (c *Client) GetHealthLive(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHealthLiveRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetHealthReady Readiness (outside /api/v1, no authentication)
+//
+// Every check; 503 only when a critical check (database, temporal) fails. A failing warning check (costs) answers 200 with status warn.
+//
+// Corresponds with GET /health/ready (the `GetHealthReady` operationId).
+func (c *Client) GetHealthReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHealthReadyRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -7368,6 +7505,94 @@ func NewGetHealthRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPostHealthChecksNameAcknowledgeRequest constructs an http.Request for the PostHealthChecksNameAcknowledge method
+func NewPostHealthChecksNameAcknowledgeRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/health/checks/%s/acknowledge", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetHealthLiveRequest constructs an http.Request for the GetHealthLive method
+func NewGetHealthLiveRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/health/live")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetHealthReadyRequest constructs an http.Request for the GetHealthReady method
+func NewGetHealthReadyRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/health/ready")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetLearningFeedbackRequest constructs an http.Request for the GetLearningFeedback method
 func NewGetLearningFeedbackRequest(server string, params *GetLearningFeedbackParams) (*http.Request, error) {
 	var err error
@@ -9553,10 +9778,39 @@ type ClientWithResponsesInterface interface {
 
 	// GetHealthWithResponse Gateway health (outside /api/v1, no authentication)
 	//
+	// Readiness, the same as /health/ready: every check. 503 only when a critical check (a dependency) fails; a failing warning check answers 200 with status warn.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /health (the `GetHealth` operationId).
 	GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error)
+
+	// PostHealthChecksNameAcknowledgeWithResponse Acknowledge a failing warning check (admin)
+	//
+	// The check's current error is acknowledged: it stays in /health with acknowledged_at and acknowledged_by and no longer makes the status warn, until its error text changes, it passes, or the gateway restarts.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /health/checks/{name}/acknowledge (the `PostHealthChecksNameAcknowledge` operationId).
+	PostHealthChecksNameAcknowledgeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*PostHealthChecksNameAcknowledgeResponse, error)
+
+	// GetHealthLiveWithResponse Liveness (outside /api/v1, no authentication)
+	//
+	// The process answers and its dependencies (database writable, Temporal reachable) are up; warning checks are not run.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /health/live (the `GetHealthLive` operationId).
+	GetHealthLiveWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthLiveResponse, error)
+
+	// GetHealthReadyWithResponse Readiness (outside /api/v1, no authentication)
+	//
+	// Every check; 503 only when a critical check (database, temporal) fails. A failing warning check (costs) answers 200 with status warn.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /health/ready (the `GetHealthReady` operationId).
+	GetHealthReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthReadyResponse, error)
 
 	// GetLearningFeedbackWithResponse Recent feedback with learning proposals (memory:read), newest first
 	//
@@ -12127,6 +12381,171 @@ func (r GetHealthResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetHealthResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostHealthChecksNameAcknowledgeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HealthCheck
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostHealthChecksNameAcknowledgeResponse) GetJSON200() *HealthCheck {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostHealthChecksNameAcknowledgeResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostHealthChecksNameAcknowledgeResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostHealthChecksNameAcknowledgeResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostHealthChecksNameAcknowledgeResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r PostHealthChecksNameAcknowledgeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostHealthChecksNameAcknowledgeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostHealthChecksNameAcknowledgeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostHealthChecksNameAcknowledgeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetHealthLiveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Health
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Health
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHealthLiveResponse) GetJSON200() *Health {
+	return r.JSON200
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetHealthLiveResponse) GetJSON503() *Health {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHealthLiveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHealthLiveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHealthLiveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHealthLiveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetHealthReadyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Health
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Health
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHealthReadyResponse) GetJSON200() *Health {
+	return r.JSON200
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetHealthReadyResponse) GetJSON503() *Health {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHealthReadyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHealthReadyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHealthReadyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHealthReadyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15286,6 +15705,8 @@ func (c *ClientWithResponses) GetEventsWithResponse(ctx context.Context, params 
 
 // GetHealthWithResponse Gateway health (outside /api/v1, no authentication)
 //
+// Readiness, the same as /health/ready: every check. 503 only when a critical check (a dependency) fails; a failing warning check answers 200 with status warn.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /health (the `GetHealth` operationId).
@@ -15295,6 +15716,51 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetHealthResponse(rsp)
+}
+
+// PostHealthChecksNameAcknowledgeWithResponse Acknowledge a failing warning check (admin)
+//
+// The check's current error is acknowledged: it stays in /health with acknowledged_at and acknowledged_by and no longer makes the status warn, until its error text changes, it passes, or the gateway restarts.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /health/checks/{name}/acknowledge (the `PostHealthChecksNameAcknowledge` operationId).
+func (c *ClientWithResponses) PostHealthChecksNameAcknowledgeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*PostHealthChecksNameAcknowledgeResponse, error) {
+	rsp, err := c.PostHealthChecksNameAcknowledge(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostHealthChecksNameAcknowledgeResponse(rsp)
+}
+
+// GetHealthLiveWithResponse Liveness (outside /api/v1, no authentication)
+//
+// The process answers and its dependencies (database writable, Temporal reachable) are up; warning checks are not run.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /health/live (the `GetHealthLive` operationId).
+func (c *ClientWithResponses) GetHealthLiveWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthLiveResponse, error) {
+	rsp, err := c.GetHealthLive(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHealthLiveResponse(rsp)
+}
+
+// GetHealthReadyWithResponse Readiness (outside /api/v1, no authentication)
+//
+// Every check; 503 only when a critical check (database, temporal) fails. A failing warning check (costs) answers 200 with status warn.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /health/ready (the `GetHealthReady` operationId).
+func (c *ClientWithResponses) GetHealthReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthReadyResponse, error) {
+	rsp, err := c.GetHealthReady(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHealthReadyResponse(rsp)
 }
 
 // GetLearningFeedbackWithResponse Recent feedback with learning proposals (memory:read), newest first
@@ -17602,6 +18068,126 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 	}
 
 	response := &GetHealthResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostHealthChecksNameAcknowledgeResponse parses an HTTP response from a PostHealthChecksNameAcknowledgeWithResponse call
+func ParsePostHealthChecksNameAcknowledgeResponse(rsp *http.Response) (*PostHealthChecksNameAcknowledgeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostHealthChecksNameAcknowledgeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HealthCheck
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetHealthLiveResponse parses an HTTP response from a GetHealthLiveWithResponse call
+func ParseGetHealthLiveResponse(rsp *http.Response) (*GetHealthLiveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHealthLiveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetHealthReadyResponse parses an HTTP response from a GetHealthReadyWithResponse call
+func ParseGetHealthReadyResponse(rsp *http.Response) (*GetHealthReadyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHealthReadyResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
