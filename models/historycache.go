@@ -80,8 +80,9 @@ type historyLoad struct {
 // (docs/benchmarks.md). Now the size bound alone decides for short
 // sessions: 16 MiB holds about 23,000 sessions of one short exchange
 // (about 700 bytes each as counted). Memory costs more than the bound
-// says: with the gateway's GOGC of 400 the heap may grow to five times
-// what is live, and bounds of 64 and 32 MiB added about 300 and 200 MiB of
+// says: the heap grows to (1 + GOGC/100) times what is live (twice under
+// the default collector, five times with server.gc_percent: 400), and
+// under GOGC 400 bounds of 64 and 32 MiB added about 300 and 200 MiB of
 // RSS under a soak of returning sessions.
 const (
 	historyKeep     = 64
