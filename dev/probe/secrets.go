@@ -54,10 +54,21 @@ func (p planted) named() map[string]string {
 // quoting its input would).
 const leakCue = "LEAKPROBE"
 
+// replyCue makes it answer 200 with a reply that quotes every planted value
+// (a model repeating what it was shown, issue 42): the reply reaches the
+// caller, the session, the run log and the hooks unless it is scrubbed.
+const replyCue = "REPLYPROBE"
+
 func scriptLeak(fake *fakellm.Server, s planted) {
 	fake.AddRules(fakellm.Rule{Contains: leakCue, Status: 401, EchoAuth: true,
 		Message: fmt.Sprintf("Incorrect API key provided; also seen: %s %s %s %s %s %s %s", s.ChannelSecret, s.ChannelHeader,
 			s.StoreValue, s.JWTSecret, s.ViewerKey, s.MCPHeader, s.Unconfigured)})
+	var quoted strings.Builder
+	for _, v := range s.named() {
+		quoted.WriteString(" " + v + ",")
+	}
+	// Many small chunks, so a value straddles the stream's deltas.
+	fake.AddRules(fakellm.Rule{Contains: replyCue, Reply: "Here is what I was given:" + quoted.String() + " done.", Chunks: 400})
 }
 
 // Secrets is the second part of the report.
@@ -89,6 +100,13 @@ func triggerLeaks(c *client, s planted, sink *gatewaytest.HookSink, logf func(st
 	task := c.call("POST", "/api/v1/workboard/tasks", map[string]any{"title": leakCue + " task", "agent_id": "probe"})
 	run := c.call("POST", "/api/v1/workboard/tasks/"+task.id("id")+"/run", nil)
 	note("task run", run)
+	// The same values in successful replies (200s).
+	note("reply: chat", c.call("POST", "/api/v1/chat", map[string]any{"agent_id": "probe", "text": replyCue + " chat"}))
+	note("reply: chat (anthropic format)", c.call("POST", "/api/v1/chat", map[string]any{"agent_id": "claude", "text": replyCue + " chat"}))
+	note("reply: chat stream", c.call("POST", "/api/v1/chat/stream", map[string]any{"agent_id": "probe", "text": replyCue + " stream"}))
+	note("reply: webhook", c.call("POST", "/api/v1/webhooks/hook", map[string]any{"text": replyCue + " webhook"}))
+	replyTask := c.call("POST", "/api/v1/workboard/tasks", map[string]any{"title": replyCue + " task", "agent_id": "probe"})
+	note("reply: task run", c.call("POST", "/api/v1/workboard/tasks/"+replyTask.id("id")+"/run", nil))
 	note("channel send", c.call("POST", "/api/v1/channels/webhook/send", map[string]any{"text": "quoting " + s.ProviderKey + " and " + s.StoreValue}))
 	// The run's failure reaches the hook receiver; wait for it and for the
 	// async webhook's record.
@@ -112,7 +130,7 @@ func triggerLeaks(c *client, s planted, sink *gatewaytest.HookSink, logf func(st
 		out = append(out, fmt.Sprintf("async webhook record: %v", r.JSON["status"]))
 	}
 	// Read surfaces that show what happened (their answers are kept).
-	for _, p := range []string{"/api/v1/workboard/tasks/" + task.id("id") + "/runs", "/api/v1/config", "/api/v1/channels/webhook",
+	for _, p := range []string{"/api/v1/workboard/tasks/" + task.id("id") + "/runs", "/api/v1/workboard/tasks/" + replyTask.id("id") + "/runs", "/api/v1/config", "/api/v1/channels/webhook",
 		"/api/v1/channels", "/api/v1/deliveries", "/api/v1/secrets", "/api/v1/mcp/own", "/api/v1/costs/calls?limit=1000",
 		"/api/v1/diagnostics", "/api/v1/logs/audit"} {
 		c.call("GET", p, nil)
