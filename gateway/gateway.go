@@ -102,6 +102,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 	log = slog.New(scrub.Handler(logbuf.NewHandler(log.Handler(), logs)))
 	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1), Logs: logs, secrets: scrub.Register("config")}
 	g.secrets.Set(configSecrets(&cfg.Config, "")...)
+	warnUnknownKeys(cfg, log)
 	defer func() {
 		if err != nil {
 			g.Shutdown(context.Background())
@@ -327,6 +328,7 @@ func StartWorker(ctx context.Context, opts Options) (g *Gateway, err error) {
 	log = slog.New(scrub.Handler(log.Handler()))
 	g = &Gateway{Config: cfg, log: log, serveErr: make(chan error, 1), secrets: scrub.Register("config")}
 	g.secrets.Set(configSecrets(&cfg.Config, cfg.Server.APIKey)...)
+	warnUnknownKeys(cfg, log)
 	defer func() {
 		if err != nil {
 			g.Shutdown(context.Background())
@@ -353,3 +355,11 @@ func StartWorker(ctx context.Context, opts Options) (g *Gateway, err error) {
 
 // API exposes the HTTP server (tests walk its routes).
 func (g *Gateway) API() *api.Server { return g.api }
+
+// warnUnknownKeys names the keys of the config file that nothing reads (a
+// typo does nothing otherwise; issue 43). They are kept, not refused.
+func warnUnknownKeys(cfg *config.Loaded, log *slog.Logger) {
+	for _, u := range config.UnknownKeysInFile(cfg.Path) {
+		log.Warn("config: unknown key, read by nothing (kept in the file)", "key", u.Key, "did_you_mean", u.Near, "file", cfg.Path)
+	}
+}

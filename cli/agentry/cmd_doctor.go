@@ -100,6 +100,19 @@ func (a *App) doctor(ctx context.Context, manifestFlag string) doctorReport {
 	default:
 		add("unsupported keys", checkSkip, "config.yaml does not load")
 	}
+	// 1c. Keys in no part of the schema (typos, another version's keys):
+	// kept in the file and read by nothing, so a warning, not a failure.
+	if a.cfg != nil && a.cfg.Path != "" {
+		if unknown := config.UnknownKeysInFile(a.cfg.Path); len(unknown) > 0 {
+			names := make([]string, len(unknown))
+			for i, u := range unknown {
+				names[i] = u.String()
+			}
+			add("unknown keys", checkWarn, "%s: read by nothing (kept in the file)", strings.Join(names, ", "))
+		} else {
+			add("unknown keys", checkOK, "none in %s", a.cfg.Path)
+		}
+	}
 	// 2. Workspace, for a local target only: a remote gateway's workspace
 	// is on its own host.
 	switch {
