@@ -77,7 +77,7 @@ type historyLoad struct {
 // sessions than that (chat-speed.sh's runs continue the sessions of the
 // runs before them) evicted each one before it came back and read every
 // history from SQLite, 15 % of the gateway's CPU in such a run
-// (docs/benchmarks.md). Now the size bound alone decides for short
+// (docs/benchmarks/2026-11-history.md). Now the size bound alone decides for short
 // sessions: 16 MiB holds about 23,000 sessions of one short exchange
 // (about 700 bytes each as counted). Memory costs more than the bound
 // says: the heap grows to (1 + GOGC/100) times what is live (twice under

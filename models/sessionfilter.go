@@ -30,7 +30,7 @@ const (
 
 // minSessionFilterCapacity is the smallest capacity: 8 million sessions
 // in 10 MB, about twenty minutes of fresh sessions at the load of
-// docs/benchmarks.md before its answers reach 1 % wrong.
+// docs/benchmarks/2026-11-history.md before its answers reach 1 % wrong.
 const minSessionFilterCapacity = 8_000_000
 
 // newSessionFilter returns a filter for twice the sessions it is primed

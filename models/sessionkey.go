@@ -26,7 +26,7 @@ import (
 // checkpoint copies back and the page cache holds. On the chat path, where
 // most requests start a session, keying the messages by session_key served
 // 3-10 % more requests at 64 connections and cut the disk writes per
-// request by a third (docs/benchmarks.md). With (session_key, seq) a new
+// request by a third (docs/benchmarks/2026-11-history.md). With (session_key, seq) a new
 // session's messages go to the end of the index, as the action log's and
 // the ledger's time-ordered ids already do.
 //
@@ -42,7 +42,7 @@ import (
 // starts it past the largest stored key).
 //
 // SQLite only. On PostgreSQL the change of the messages' index served
-// about 13 % fewer requests at 64 connections (docs/benchmarks.md), and
+// about 13 % fewer requests at 64 connections (docs/benchmarks/2026-11-history.md), and
 // many gateways share the database, so no process's memory can index its
 // sessions: there messages stay keyed by session id with the index on
 // (session_id, seq), sessions by their id, and session_key stays 0.

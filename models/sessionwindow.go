@@ -12,7 +12,7 @@ import (
 // is concerned, and an index on it put every new session into a random
 // leaf page, one more page for each batch's commit to write and the
 // checkpoint to copy back (6 % of the chat path's throughput at 64
-// connections, docs/benchmarks.md). Instead:
+// connections, docs/benchmarks/2026-11-history.md). Instead:
 //
 //   - the newest sessions (up to sessionWindowMax) are found in memory, in
 //     the session window, which the writer adds each new session to;

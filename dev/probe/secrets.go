@@ -54,7 +54,7 @@ func (p planted) named() map[string]string {
 // quoting its input would).
 const leakCue = "LEAKPROBE"
 
-// replyCue makes it answer 200 with a reply that quotes every planted value
+// replyCue makes it answer 200 with a reply that quotes every configured planted value
 // (a model repeating what it was shown, issue 42): the reply reaches the
 // caller, the session, the run log and the hooks unless it is scrubbed.
 const replyCue = "REPLYPROBE"
@@ -63,9 +63,14 @@ func scriptLeak(fake *fakellm.Server, s planted) {
 	fake.AddRules(fakellm.Rule{Contains: leakCue, Status: 401, EchoAuth: true,
 		Message: fmt.Sprintf("Incorrect API key provided; also seen: %s %s %s %s %s %s %s", s.ChannelSecret, s.ChannelHeader,
 			s.StoreValue, s.JWTSecret, s.ViewerKey, s.MCPHeader, s.Unconfigured)})
+	// Every configured value; not the unconfigured credential-shaped one,
+	// which a reply may legitimately contain (a code example's "sk-...":
+	// docs/decisions.md, "Secrets in successful provider answers").
 	var quoted strings.Builder
-	for _, v := range s.named() {
-		quoted.WriteString(" " + v + ",")
+	for name, v := range s.named() {
+		if v != s.Unconfigured {
+			quoted.WriteString(" " + name + " " + v + ",")
+		}
 	}
 	// Many small chunks, so a value straddles the stream's deltas.
 	fake.AddRules(fakellm.Rule{Contains: replyCue, Reply: "Here is what I was given:" + quoted.String() + " done.", Chunks: 400})

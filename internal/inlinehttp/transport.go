@@ -6,7 +6,7 @@
 // reader and handed back, and the connection's return to the pool is one
 // more hand-off. On a gateway that sends one short provider request per
 // chat request those wake-ups cost more CPU than the request itself
-// (docs/benchmarks.md, "Chat path: provider calls on the caller's
+// (docs/benchmarks/2026-11-history.md, "Chat path: provider calls on the caller's
 // goroutine"). Here the caller writes the request and reads the response;
 // only the netpoller wakes it.
 //

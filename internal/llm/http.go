@@ -316,7 +316,7 @@ func (h *httpBase) withTimeout(ctx context.Context) (context.Context, context.Ca
 //
 // The body is read whole and decoded by goccy/go-json: encoding/json's
 // streaming decoder was 3.7 % of the gateway's CPU at 64 connections, and
-// goccy decodes a chat completion about 5 times faster (docs/benchmarks.md,
+// goccy decodes a chat completion about 5 times faster (docs/benchmarks/2026-11-history.md,
 // "Chat path: batches that wait for the calls in flight").
 // TestDecodeJSONAgreesWithEncodingJSON holds the two to the same result.
 func (h *httpBase) decodeJSON(ctx context.Context, resp *http.Response, v any) error {

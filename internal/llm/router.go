@@ -179,7 +179,7 @@ func (r *Router) Do(ctx context.Context, call *Call) (resp *Response, err error)
 	if call.Meta.CallID == "" {
 		// Time-ordered (UUIDv7): the ledger's primary key then grows at its
 		// end, and a commit writes one index page for a batch of calls
-		// instead of one random page per call (docs/benchmarks.md).
+		// instead of one random page per call (docs/benchmarks/2026-11-history.md).
 		call.Meta.CallID = uuid.Must(uuid.NewV7()).String()
 	}
 	ctx, span := startCallSpan(ctx, call)

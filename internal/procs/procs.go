@@ -8,7 +8,7 @@
 // hand-off between threads, and the idle processor's thread spins looking
 // for work (the gateway made ten nanosleep calls per request at one
 // connection), taking CPU from the processes at the other end of the
-// sockets. Measured on the 2-core bench (docs/benchmarks.md, "Chat path:
+// sockets. Measured on the 2-core bench (docs/benchmarks/2026-11-history.md, "Chat path:
 // adaptive GOMAXPROCS"): one processor served up to 20 % more requests per
 // second at one connection and more still at two, with a lower p50; from
 // eight connections on, two processors serve more. Neither setting is right for both, so the

@@ -260,7 +260,7 @@ func TestExportedSpansAreScrubbed(t *testing.T) {
 
 // BenchmarkMetricsPerChat is what the metrics cost one chat request: the
 // HTTP counter and histogram and the LLM call's counters and histogram
-// (recorded whatever telemetry.exporter says; docs/benchmarks.md).
+// (recorded whatever telemetry.exporter says; docs/benchmarks/2026-11-history.md).
 //
 //	go test -run '^$' -bench MetricsPerChat ./internal/telemetry/
 func BenchmarkMetricsPerChat(b *testing.B) {

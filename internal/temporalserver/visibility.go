@@ -18,7 +18,7 @@ import (
 // write statement, which the SQLite plugin does anew each time, costs in
 // proportion; with the whole set it was the largest single cost of a task
 // run (about 15 ms of CPU per run, a fifth of the gateway's). Dropping the
-// indexes below halves that (docs/benchmarks.md, "Throughput of task runs").
+// indexes below halves that (docs/benchmarks/2026-11-history.md, "Throughput of task runs").
 //
 // Nothing but speed depends on them: a visibility query filtering by such a
 // column (an operator's `temporal workflow list --query`, the Web UI) scans

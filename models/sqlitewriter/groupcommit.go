@@ -200,7 +200,7 @@ type Config struct {
 // of the cache and were read again from the WAL or the file batch after
 // batch, and throughput fell as the database grew. 64 MiB holds the
 // interior pages of a database of several GiB; measured on the chat path
-// it served about 12 % more at 64 connections (docs/benchmarks.md). The
+// it served about 12 % more at 64 connections (docs/benchmarks/2026-11-history.md). The
 // cache fills only as pages are read, and the other connections keep the
 // default.
 const writerCacheKiB = 64 << 10

@@ -66,7 +66,7 @@ func (g *GroupCommit) run() {
 // submit), and each batch paid its commit bookkeeping, its log write and
 // two goroutine wake-ups: about as much as the jobs' statements. With it
 // batches held about 16 jobs and the gateway served 4-13 % more requests
-// at 8 to 64 connections (docs/benchmarks.md, "Chat path: batches that
+// at 8 to 64 connections (docs/benchmarks/2026-11-history.md, "Chat path: batches that
 // wait for the calls in flight"). Yielding, unlike a timer, never leaves a
 // processor idle: with nothing else runnable, Gosched returns at once. At
 // one or two connections nothing is gathered (inFlight <= the limit).

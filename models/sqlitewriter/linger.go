@@ -27,7 +27,7 @@ import (
 // connection and per many more under load. A reader or another writer
 // never waits for it (they make the writer commit at once); it bounds how
 // late another process sees the writes. Measured on the chat path
-// (docs/benchmarks.md): 20 ms served 6-9 % more than 5 ms at one, two and
+// (docs/benchmarks/2026-11-history.md): 20 ms served 6-9 % more than 5 ms at one, two and
 // 64 connections; 50 and 100 ms no more at one or two, and less at 64.
 const DefaultLinger = 20 * time.Millisecond
 
