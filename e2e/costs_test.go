@@ -162,7 +162,14 @@ func proveBudgetOverHTTP(t *testing.T, gws []*gatewaytest.Gateway, n int) {
 	close(start)
 	wg.Wait()
 	g := gws[0]
+	// On PostgreSQL settled reservations reach the day's counter in the
+	// applier's next batch (internal/costs/applier.go), a moment after the
+	// answers: wait for it, then check.
 	st := status(t, g)
+	for deadline := time.Now().Add(10 * time.Second); st.Periods.Day.ReservedMicros != 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		st = status(t, g)
+	}
 	rows := ledger(t, g, "agent_id=exact")
 	t.Logf("%d gateway(s): served %d, 402 %d, recorded $%.6f, ledger rows %d, provider calls %d",
 		len(gws), served.Load(), rejected.Load(), float64(st.Periods.Day.SpendMicros)/1e6, len(rows), g.Fake.CallCount())
