@@ -14,17 +14,9 @@ var durationType = reflect.TypeOf(time.Duration(0))
 // nonIntegers lists the keys whose value is a fractional or exponent number
 // where the schema wants an integer: yaml.v3 would truncate port: 1.5 to 1.
 func nonIntegers(n *yaml.Node, t reflect.Type, path string) []string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if n.Kind == yaml.DocumentNode {
-		if len(n.Content) == 0 {
-			return nil
-		}
-		n = n.Content[0]
-	}
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+	n, t = valueNode(n, t)
+	if n == nil {
+		return nil
 	}
 	var out []string
 	switch t.Kind() {
@@ -79,4 +71,23 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// valueNode steps from n to the node that holds its value (into a
+// document, through an alias) and from t to the type it decodes into
+// (through pointers); a nil node is an empty document.
+func valueNode(n *yaml.Node, t reflect.Type) (*yaml.Node, reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil, t
+		}
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n, t
 }

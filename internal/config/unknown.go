@@ -58,17 +58,9 @@ func UnknownKeysInFile(path string) []UnknownKey {
 }
 
 func unknownIn(n *yaml.Node, t reflect.Type, path string) []UnknownKey {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if n.Kind == yaml.DocumentNode {
-		if len(n.Content) == 0 {
-			return nil
-		}
-		n = n.Content[0]
-	}
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+	n, t = valueNode(n, t)
+	if n == nil {
+		return nil
 	}
 	var out []UnknownKey
 	switch t.Kind() {
