@@ -136,11 +136,7 @@ func (x *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	removeHopHeaders(out.Header)
 	resp, err := x.transport.RoundTrip(out)
 	if err != nil {
-		status := http.StatusBadGateway
-		if errors.Is(err, ErrBlocked) {
-			status = http.StatusForbidden
-		}
-		http.Error(w, err.Error(), status)
+		upstreamFailed(w, err)
 		return
 	}
 	defer resp.Body.Close()
@@ -158,11 +154,7 @@ func (x *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	upstream, err := x.dial(r.Context(), "tcp", r.Host)
 	if err != nil {
-		status := http.StatusBadGateway
-		if errors.Is(err, ErrBlocked) {
-			status = http.StatusForbidden
-		}
-		http.Error(w, err.Error(), status)
+		upstreamFailed(w, err)
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -219,4 +211,14 @@ func removeHopHeaders(h http.Header) {
 	for _, k := range hopHeaders {
 		h.Del(k)
 	}
+}
+
+// upstreamFailed answers a request whose upstream could not be reached:
+// 403 when the policy refused the address (the error names it), else 502.
+func upstreamFailed(w http.ResponseWriter, err error) {
+	status := http.StatusBadGateway
+	if errors.Is(err, ErrBlocked) {
+		status = http.StatusForbidden
+	}
+	http.Error(w, err.Error(), status)
 }
