@@ -120,16 +120,10 @@ func TestMCPToolOutputIsScrubbed(t *testing.T) {
 func TestProviderKeyInTaskRunReplyIsScrubbed(t *testing.T) {
 	g := startReplyLeakGateway(t, "id: leaky\nllm: {provider: leaky, model: gpt-4o-mini}\n", "")
 	g.Fake.Script(fakellm.Rule{Reply: "Task done; the key is " + replyKey + "."})
-	task := g.Do("POST", "/api/v1/workboard/tasks", map[string]any{"title": "report the key", "agent_id": "leaky"})
-	if task.Status != 201 {
-		t.Fatalf("create task: %d %s", task.Status, task.Raw)
-	}
-	taskID := int64(task.JSON["id"].(float64))
-	started := g.Do("POST", fmt.Sprintf("/api/v1/workboard/tasks/%d/run", taskID), nil)
-	if started.Status != 202 {
-		t.Fatalf("start run: %d %s", started.Status, started.Raw)
-	}
-	runPath := fmt.Sprintf("/api/v1/workboard/tasks/%d/runs/%d", taskID, int64(started.JSON["id"].(float64)))
+	taskID := wbCreateTask(t, g, map[string]any{"title": "report the key", "agent_id": "leaky"})
+	started := g.Do("POST", fmt.Sprintf("%s/tasks/%d/run", wb, taskID), nil)
+	wbWantStatus(t, started, 202, "start run")
+	runPath := fmt.Sprintf("%s/tasks/%d/runs/%d", wb, taskID, wbID(t, started))
 	done := waitRun(t, g, runPath, 60*time.Second, func(r gatewaytest.Response) bool {
 		return r.JSON["status"] != "running" && r.JSON["status"] != "queued"
 	})
