@@ -106,6 +106,8 @@ type Outbound struct {
 	ThreadID string
 	ReplyTo  string
 	Text     string
+	// Group is true for group chats (their stricter rate limit applies).
+	Group bool
 }
 
 // Sent is a message the platform accepted.
