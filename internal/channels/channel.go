@@ -194,3 +194,16 @@ func (e *Refused) Error() string {
 type Unauthorized struct{ Msg string }
 
 func (e *Unauthorized) Error() string { return "the platform refused the bot's credentials: " + e.Msg }
+
+// Pairer is implemented by QR-paired adapters (WhatsApp Web multi-device).
+type Pairer interface {
+	// StartPairing begins pairing a new device and returns at once. While
+	// it runs, the Status is StatePairing with the QR code's text in
+	// detail "qr" (replaced as the platform rotates codes); it ends
+	// StatePaired (detail "jid") or with the error in the status. ctx
+	// bounds the whole pairing. A paired adapter answers an error
+	// (unpair first).
+	StartPairing(ctx context.Context) error
+	// Unpair logs the device out and forgets it.
+	Unpair(ctx context.Context) error
+}
