@@ -207,10 +207,53 @@ type StudioConfig struct {
 	MaxBuildCostUSD float64 `yaml:"max_build_cost_usd,omitempty" env:"MAX_BUILD_COST_USD"`
 }
 
-// ChannelsConfig holds channel adapters keyed by channel id.
+// ChannelsConfig holds channel adapters keyed by channel id: the outbound
+// webhook, and messaging channels (channels.<id>, internal/channels).
 type ChannelsConfig struct {
 	Webhook WebhookChannelConfig `yaml:"webhook" env:", prefix=WEBHOOK_"`
-	Extra   map[string]any       `yaml:",inline"`
+	// Messaging are the messaging-platform channels by id. The id is the
+	// platform's name unless type says otherwise (two Telegram bots:
+	// channels.support {type: telegram} and channels.sales {type:
+	// telegram}). Environment: AGENTRY_CHANNELS_<ID>_<KEY>.
+	Messaging map[string]MessagingChannelConfig `yaml:",inline"`
+}
+
+// MessagingChannelConfig is one messaging-platform channel (docs/channels.md).
+type MessagingChannelConfig struct {
+	// Type is telegram, slack, discord or whatsapp ("" = the channel id).
+	Type    string `yaml:"type,omitempty"`
+	Enabled bool   `yaml:"enabled"`
+	// Agent answers the channel's messages.
+	Agent string `yaml:"agent,omitempty"`
+	// Mode: telegram polling (default) | webhook; slack events (default) | socket.
+	Mode string `yaml:"mode,omitempty"`
+	// APIBaseURL is the platform API root (self-hosted Telegram Bot API
+	// servers, tests); "" is the platform's own.
+	APIBaseURL string `yaml:"api_base_url,omitempty"`
+	// PublicURL is the gateway's public address of this channel's ingress
+	// (Telegram webhook mode registers it with setWebhook).
+	PublicURL string `yaml:"public_url,omitempty"`
+	// Credentials (secrets: redacted in every view, never logged).
+	BotToken      string `yaml:"bot_token,omitempty"`
+	SigningSecret string `yaml:"signing_secret,omitempty"`
+	AppToken      string `yaml:"app_token,omitempty"`
+	SecretToken   string `yaml:"secret_token,omitempty"`
+	// Activation.
+	Trigger      string   `yaml:"trigger,omitempty"`
+	AllowGroups  bool     `yaml:"allow_groups,omitempty"`
+	AllowedChats []string `yaml:"allowed_chats,omitempty"`
+	AllowedUsers []string `yaml:"allowed_users,omitempty"`
+}
+
+// MessagingTypes are the platforms a messaging channel can be.
+var MessagingTypes = []string{"telegram", "slack", "discord", "whatsapp"}
+
+// TypeOf is the channel's platform: its type, else its id.
+func (m MessagingChannelConfig) TypeOf(id string) string {
+	if m.Type != "" {
+		return m.Type
+	}
+	return id
 }
 
 // WebhookChannelConfig is the outbound webhook delivery channel.

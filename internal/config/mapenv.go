@@ -20,6 +20,23 @@ func applyMapEnv(cfg *Config, env Env) error {
 		}
 		cfg.LLM.Providers[id] = p
 	}
+	// A platform's channel can be configured from the environment alone
+	// (AGENTRY_CHANNELS_TELEGRAM_BOT_TOKEN=...): its entry is made when a
+	// variable names one of its keys.
+	for _, typ := range MessagingTypes {
+		if _, ok := cfg.Channels.Messaging[typ]; !ok && anyFieldEnv(MessagingChannelConfig{}, EnvPrefix+"CHANNELS_"+envID(typ)+"_", env) {
+			if cfg.Channels.Messaging == nil {
+				cfg.Channels.Messaging = map[string]MessagingChannelConfig{}
+			}
+			cfg.Channels.Messaging[typ] = MessagingChannelConfig{}
+		}
+	}
+	for id, ch := range cfg.Channels.Messaging {
+		if err := overrideStruct(&ch, EnvPrefix+"CHANNELS_"+envID(id)+"_", env); err != nil {
+			return err
+		}
+		cfg.Channels.Messaging[id] = ch
+	}
 	for id, p := range cfg.Costs.Pricing {
 		if err := overrideStruct(&p, EnvPrefix+"COSTS_PRICING_"+envID(id)+"_", env); err != nil {
 			return err
@@ -39,6 +56,22 @@ func envID(id string) string {
 		}
 	}
 	return b.String()
+}
+
+// anyFieldEnv tells whether a <prefix><YAML_KEY> variable is set for a
+// field of v's struct type.
+func anyFieldEnv(v any, prefix string, env Env) bool {
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		name := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if name == "" || name == "-" {
+			continue
+		}
+		if _, ok := env(prefix + strings.ToUpper(name)); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // overrideStruct sets scalar and string-slice fields of ptr from

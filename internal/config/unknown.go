@@ -32,8 +32,7 @@ func (u UnknownKey) String() string {
 
 // UnknownKeys lists the unknown keys of a config.yaml's text in key order.
 // Keys under the sections kept as free-form maps (mcp, memory, ...) are not
-// looked at, and channels.<adapter> is the unsupported-key table's
-// (unsupported.go). Text that does not parse has none (Parse reports it).
+// looked at. Text that does not parse has none (Parse reports it).
 func UnknownKeys(data []byte) []UnknownKey {
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil {
@@ -72,7 +71,11 @@ func unknownIn(n *yaml.Node, t reflect.Type, path string) []UnknownKey {
 			key := n.Content[i].Value
 			if f, ok := fieldByYAMLName(t, key); ok {
 				out = append(out, unknownIn(n.Content[i+1], f.Type, join(path, key))...)
-			} else if t != reflect.TypeOf(ChannelsConfig{}) && key != "<<" {
+			} else if m, ok := inlineMap(t); ok && key != "<<" {
+				// An entry of an inline map (channels.<id>): its value is
+				// the map's element.
+				out = append(out, unknownIn(n.Content[i+1], m.Type.Elem(), join(path, key))...)
+			} else if key != "<<" {
 				out = append(out, UnknownKey{Key: join(path, key), Near: nearest(key, yamlNames(t))})
 			}
 		}
@@ -92,6 +95,18 @@ func unknownIn(n *yaml.Node, t reflect.Type, path string) []UnknownKey {
 		}
 	}
 	return out
+}
+
+// inlineMap is a struct's `yaml:",inline"` map field of typed entries
+// (free-form ones are not looked into).
+func inlineMap(t reflect.Type) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if _, opts, _ := strings.Cut(f.Tag.Get("yaml"), ","); opts == "inline" && f.Type.Kind() == reflect.Map {
+			return f, f.Type.Elem().Kind() != reflect.Interface
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // yamlNames are the keys a struct type reads.

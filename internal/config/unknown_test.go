@@ -34,6 +34,7 @@ frobnicate: 1
 	got := UnknownKeys(text)
 	want := []UnknownKey{
 		{Key: "auth.keys[0].trust_user_ids", Near: "trust_user_id"},
+		{Key: "channels.telegram.token"},
 		{Key: "costs.enforcment_mode", Near: "enforcement_mode"},
 		{Key: "frobnicate"},
 		{Key: "llm.providers.openai.api_kye", Near: "api_key"},
@@ -42,7 +43,7 @@ frobnicate: 1
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("unknown keys\n got %v\nwant %v", got, want)
 	}
-	if s := got[1].String(); s != "costs.enforcment_mode (did you mean enforcement_mode?)" {
+	if s := got[2].String(); s != "costs.enforcment_mode (did you mean enforcement_mode?)" {
 		t.Fatalf("String: %q", s)
 	}
 	// Every key the defaults write is known.

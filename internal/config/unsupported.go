@@ -27,8 +27,6 @@ var unsupported = []unsupportedKey{
 	{"plugins_config", flag(func(c *Config) bool { return len(c.PluginsConfig) > 0 })},
 	{"plugin_dirs", flag(func(c *Config) bool { return len(c.PluginDirs) > 0 })},
 	{"storage.backend: external", func(c *Config) []string { return when(c.Storage.Backend == "external", "storage.backend: external") }},
-	// Only the webhook adapter exists; every other id is named on its own.
-	{"channels.<adapter>", func(c *Config) []string { return mapKeys("channels.", c.Channels.Extra, "") }},
 	// server.tls serves with cert_file and key_file; these two are read
 	// only under temporal.tls (a client's settings).
 	{"server.tls.ca_file", flag(func(c *Config) bool { return c.Server.TLS.CAFile != "" })},

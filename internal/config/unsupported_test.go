@@ -230,7 +230,6 @@ var setUnsupported = map[string]func(c *Config){
 	"plugins_config":                 func(c *Config) { c.PluginsConfig = map[string]any{"p": map[string]any{"a": 1}} },
 	"plugin_dirs":                    func(c *Config) { c.PluginDirs = []string{"/opt/plugins"} },
 	"storage.backend: external":      func(c *Config) { c.Storage.Backend = "external" },
-	"channels.telegram":              func(c *Config) { c.Channels.Extra = map[string]any{"telegram": map[string]any{"token": "x"}} },
 	"server.tls.ca_file":             func(c *Config) { c.Server.TLS.CAFile = "ca.pem" },
 	"server.tls.server_name":         func(c *Config) { c.Server.TLS.ServerName = "gw.example" },
 	"llm.providers.ollama.retention": func(c *Config) { p := c.LLM.Providers["ollama"]; p.Retention = "30d"; c.LLM.Providers["ollama"] = p },
@@ -277,7 +276,7 @@ log: {level: debug}
 	if err == nil {
 		t.Fatal("a configuration with unsupported keys loaded")
 	}
-	want := "not supported yet: runtime.python_path, memory, credentials.provider, plugin_dirs, channels.slack ("
+	want := "not supported yet: runtime.python_path, memory, credentials.provider, plugin_dirs ("
 	if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "not supported yet") != 1 {
 		t.Fatalf("want one error %q..., got %v", want, err)
 	}

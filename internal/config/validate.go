@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -23,6 +25,7 @@ func Validate(c *Config) error {
 	for _, key := range nonFinite(reflect.ValueOf(c).Elem(), "") {
 		bad(key, "must be a finite number (not NaN or infinity)")
 	}
+	validateChannels(c.Channels.Messaging, bad)
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
 	}
@@ -204,6 +207,46 @@ func validateCosts(c *CostsConfig, bad func(key, format string, args ...any)) {
 		if p.EffectiveDate != "" {
 			if _, err := time.Parse(time.DateOnly, p.EffectiveDate); err != nil {
 				bad(key+".effective_date", "%q is not a date (YYYY-MM-DD)", p.EffectiveDate)
+			}
+		}
+	}
+}
+
+// channelModes are the receive modes of each platform ("" is the first).
+var channelModes = map[string][]string{
+	"telegram": {"polling", "webhook"},
+	"slack":    {"events", "socket"},
+	"discord":  {"gateway"},
+	"whatsapp": {"web"},
+}
+
+func validateChannels(chs map[string]MessagingChannelConfig, bad func(key, format string, args ...any)) {
+	ids := make([]string, 0, len(chs))
+	for id := range chs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		ch, key := chs[id], "channels."+id
+		typ := ch.TypeOf(id)
+		modes, ok := channelModes[typ]
+		if !ok {
+			if ch.Type == "" {
+				bad(key, "unknown channel %q: name a platform with type (%s)", id, strings.Join(MessagingTypes, ", "))
+			} else {
+				bad(key+".type", "unknown platform %q (use %s)", ch.Type, strings.Join(MessagingTypes, ", "))
+			}
+			continue
+		}
+		if ch.Mode != "" && !slices.Contains(modes, ch.Mode) {
+			bad(key+".mode", "%q is not a %s mode (use %s)", ch.Mode, typ, strings.Join(modes, " or "))
+		}
+		for _, u := range []struct{ k, v string }{{"api_base_url", ch.APIBaseURL}, {"public_url", ch.PublicURL}} {
+			if u.v == "" {
+				continue
+			}
+			if p, err := url.Parse(u.v); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+				bad(key+"."+u.k, "%q is not an http(s) URL", u.v)
 			}
 		}
 	}
