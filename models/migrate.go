@@ -58,7 +58,10 @@ var schemaModels = []any{
 	&Approval{},           // approvals.go
 	&Artifact{},           // workboard.go
 	&BudgetCounter{},      // ledger.go
+	&ChannelCursor{},      // channels.go
+	&ChannelMessage{},     // channels.go
 	&ChannelOverride{},    // deliveries.go
+	&ChannelSetting{},     // channels.go
 	&ChatMessage{},        // chat.go
 	&ChatSession{},        // chat.go
 	&Comment{},            // workboard.go

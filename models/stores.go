@@ -54,6 +54,20 @@ type DeliveryStore interface {
 	SetHookCursor(ctx context.Context, key string, eventID int64) error
 }
 
+// ChannelStore is the messaging channels' domain (channels.go): receive
+// cursors, settings changed through the API and the inbound messages'
+// record; what internal/channels takes.
+type ChannelStore interface {
+	Cursor(ctx context.Context, key string) (string, error)
+	SetCursor(ctx context.Context, key, value string) error
+	CursorKeys(ctx context.Context, prefix string) ([]string, error)
+	GetChannelSetting(ctx context.Context, channelID string) (*ChannelSetting, error)
+	SaveChannelSetting(ctx context.Context, c *ChannelSetting) error
+	RecordChannelMessage(ctx context.Context, m *ChannelMessage) error
+	ChannelMessageStats(ctx context.Context, channelID string) (ChannelMessageStats, error)
+	ListChannelMessages(ctx context.Context, channelID string, limit int) ([]ChannelMessage, error)
+}
+
 // ScheduleStore is the scheduled agents' firings (scheduleruns.go,
 // ScheduleRun) and the deliveries they handed their replies to; what
 // internal/schedules takes.
@@ -190,6 +204,7 @@ type WorkboardStore interface {
 var (
 	_ ApprovalStore       = (*Store)(nil)
 	_ ChatStore           = (*Store)(nil)
+	_ ChannelStore        = (*Store)(nil)
 	_ DeliveryStore       = (*Store)(nil)
 	_ ScheduleStore       = (*Store)(nil)
 	_ EventStore          = (*Store)(nil)
