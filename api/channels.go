@@ -2,18 +2,21 @@ package api
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentryhq/agentry/internal/auth"
+	"github.com/agentryhq/agentry/internal/channels"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/models"
 )
 
-// ChannelsFeature serves the channel adapters (the webhook channel) and
-// the delivery records:
+// ChannelsFeature serves the channel adapters (the webhook channel and the
+// messaging channels) and the delivery records:
 //
 //	GET   /channels                 {"channels": [channel]}
 //	GET   /channels/{id}            channel
@@ -21,16 +24,43 @@ import (
 //	POST  /channels/{id}/disable    channel            (write)
 //	PATCH /channels/{id}            {"settings": {...}} -> channel (admin)
 //	POST  /channels/{id}/send       {"text", "to"?} -> 202 {"delivery_id"} (write)
+//	POST  /channels/{id}/pair       channel (pairing started; the QR code in adapter.detail.qr) (admin)
+//	POST  /channels/{id}/unpair     channel (admin)
+//	GET   /channels/{id}/messages?limit=   {"messages": [...]} inbound messages, newest first
 //	GET   /deliveries?channel=&limit=   {"deliveries": [...], "count"}
 //	GET   /deliveries/{id}          delivery with its attempts
 //
 // A channel is {"id","type","enabled","settings","overridden","status"};
 // settings are redacted (secret and credential header values read
-// ********).
+// ********). Messaging channels add "adapter" (the receiver's state) and
+// "messages" (inbound counts, the last message).
 type ChannelsFeature struct {
 	Channels   *delivery.Channels
+	Messaging  *channels.Service
 	Deliveries *delivery.Service
 	Store      models.DeliveryStore
+}
+
+// messagingView is a messaging channel with its deliveries' record.
+type messagingView struct {
+	*channels.View
+	Status delivery.ChannelStatus `json:"status"`
+}
+
+func (f *ChannelsFeature) isMessaging(id string) bool {
+	return f.Messaging != nil && id != delivery.ChannelWebhook && f.Messaging.IsMessaging(id)
+}
+
+func (f *ChannelsFeature) messagingView(c *fiber.Ctx, id string) (*messagingView, error) {
+	v, err := f.Messaging.View(c.UserContext(), id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Channels.Stats(c.UserContext(), id)
+	if err != nil {
+		return nil, err
+	}
+	return &messagingView{View: v, Status: st}, nil
 }
 
 // Register implements Feature.
@@ -41,6 +71,9 @@ func (f *ChannelsFeature) Register(r fiber.Router) {
 	r.Post("/channels/:id/disable", f.disable)
 	r.Patch("/channels/:id", f.patch)
 	r.Post("/channels/:id/send", f.send)
+	r.Post("/channels/:id/pair", f.pair)
+	r.Post("/channels/:id/unpair", f.unpair)
+	r.Get("/channels/:id/messages", f.messages)
 	r.Get("/deliveries", f.deliveries)
 	r.Get("/deliveries/:id", f.deliveryByID)
 }
@@ -60,12 +93,32 @@ func (f *ChannelsFeature) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"channels": chs})
+	out := make([]any, 0, len(chs)+4)
+	for i := range chs {
+		out = append(out, chs[i])
+	}
+	if f.Messaging != nil {
+		for _, id := range channels.IDs(f.Messaging.Config) {
+			v, err := f.messagingView(c, id)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+	}
+	return c.JSON(fiber.Map{"channels": out})
 }
 
 func (f *ChannelsFeature) get(c *fiber.Ctx) error {
 	if err := f.ready(); err != nil {
 		return err
+	}
+	if id := c.Params("id"); f.isMessaging(id) {
+		v, err := f.messagingView(c, id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(v)
 	}
 	v, err := f.Channels.View(c.UserContext(), c.Params("id"))
 	if err != nil {
@@ -83,6 +136,9 @@ func (f *ChannelsFeature) setEnabled(c *fiber.Ctx, on bool) error {
 	}
 	if err := Require(c, auth.PermWrite); err != nil {
 		return err
+	}
+	if id := c.Params("id"); f.isMessaging(id) {
+		return f.patchMessaging(c, id, map[string]any{"enabled": on})
 	}
 	v, err := f.Channels.SetEnabled(c.UserContext(), c.Params("id"), on, Principal(c).Subject)
 	if err != nil {
@@ -108,6 +164,9 @@ func (f *ChannelsFeature) patch(c *fiber.Ctx) error {
 	}
 	if b.Settings == nil {
 		return badRequest("body must be {\"settings\": {\"key\": value, ...}}")
+	}
+	if id := c.Params("id"); f.isMessaging(id) {
+		return f.patchMessaging(c, id, b.Settings)
 	}
 	v, err := f.Channels.Patch(c.UserContext(), c.Params("id"), b.Settings, Principal(c).Subject)
 	if err != nil {
@@ -207,4 +266,91 @@ func (f *ChannelsFeature) deliveryByID(c *fiber.Ctx) error {
 		v.AttemptList = append(v.AttemptList, attemptView{Attempt: a.Attempt, StatusCode: a.StatusCode, Error: a.Error, DurationMs: a.DurationMs, At: a.At.UTC()})
 	}
 	return c.JSON(v)
+}
+
+func (f *ChannelsFeature) patchMessaging(c *fiber.Ctx, id string, settings map[string]any) error {
+	if _, err := f.Messaging.Patch(c.UserContext(), id, settings, Principal(c).Subject); err != nil {
+		return err
+	}
+	v, err := f.messagingView(c, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
+}
+
+func (f *ChannelsFeature) pair(c *fiber.Ctx) error   { return f.pairing(c, true) }
+func (f *ChannelsFeature) unpair(c *fiber.Ctx) error { return f.pairing(c, false) }
+
+// pairing starts pairing (the QR code appears in adapter.detail.qr; poll
+// GET /channels/{id}) or logs the device out. Admin: a paired device reads
+// and sends as the account that scanned the code.
+func (f *ChannelsFeature) pairing(c *fiber.Ctx, pair bool) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	if err := Require(c, auth.PermAdmin); err != nil {
+		return err
+	}
+	id := c.Params("id")
+	if !f.isMessaging(id) {
+		return fmt.Errorf("%w: %s", channels.ErrNotPaired, id)
+	}
+	var err error
+	if pair {
+		err = f.Messaging.Pair(c.UserContext(), id)
+	} else {
+		err = f.Messaging.Unpair(c.UserContext(), id)
+	}
+	if err != nil {
+		return err
+	}
+	v, err := f.messagingView(c, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
+}
+
+// channelMessageView is an inbound message's record (no text: the
+// conversation is in the session).
+type channelMessageView struct {
+	MessageID  string     `json:"message_id"`
+	ChatID     string     `json:"chat_id"`
+	ThreadID   string     `json:"thread_id,omitempty"`
+	UserID     string     `json:"user_id"`
+	Status     string     `json:"status"`
+	RunID      string     `json:"run_id,omitempty"`
+	ReplyIDs   []string   `json:"reply_ids"`
+	Error      string     `json:"error,omitempty"`
+	ReceivedAt time.Time  `json:"received_at"`
+	AnsweredAt *time.Time `json:"answered_at"`
+}
+
+func (f *ChannelsFeature) messages(c *fiber.Ctx) error {
+	if err := f.ready(); err != nil {
+		return err
+	}
+	id := c.Params("id")
+	if !f.isMessaging(id) {
+		return fmt.Errorf("%w: %s (only messaging channels receive messages)", channels.ErrUnknownChannel, id)
+	}
+	limit, err := queryInt(c, "limit", 50, 1, 500)
+	if err != nil {
+		return err
+	}
+	rows, err := f.Messaging.Store.ListChannelMessages(c.UserContext(), id, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]channelMessageView, 0, len(rows))
+	for _, r := range rows {
+		v := channelMessageView{MessageID: r.MessageID, ChatID: r.ChatID, ThreadID: r.ThreadID, UserID: r.UserID, Status: r.Status, RunID: r.RunID,
+			ReplyIDs: []string{}, Error: r.Error, ReceivedAt: r.ReceivedAt.UTC(), AnsweredAt: r.AnsweredAt}
+		if r.ReplyIDs != "" {
+			v.ReplyIDs = strings.Split(r.ReplyIDs, ",")
+		}
+		out = append(out, v)
+	}
+	return c.JSON(fiber.Map{"messages": out, "count": len(out)})
 }

@@ -50,6 +50,10 @@ type Deps struct {
 	Warnings map[string]HealthCheck
 	// Features register their routes on the authenticated /api/v1 group.
 	Features []Feature
+	// Public register routes outside /api/v1 without the gateway's
+	// authentication: platform callbacks (/ingress/{channel id}), each
+	// verified by the platform's own scheme.
+	Public []Feature
 	// Audit receives the audit lines (nil: runtime.audit_log is off).
 	Audit *audit.Log
 	// Console is the operator console's file tree, served at / and
@@ -113,6 +117,9 @@ func New(d Deps) *Server {
 	s.registerMetrics()
 	if d.Console != nil {
 		s.mountConsole(d.Console)
+	}
+	for _, f := range d.Public {
+		f.Register(s.app)
 	}
 	v1 := s.app.Group(Prefix, s.authenticate)
 	v1.Get("/whoami", s.whoami)

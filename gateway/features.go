@@ -20,11 +20,18 @@ func (s *Services) Features() []api.Feature {
 		&api.ApprovalsFeature{Approvals: s.Approvals, Store: s.gw.Store},
 		&api.EventsFeature{Bus: s.Events},
 		&api.WebhooksFeature{Webhooks: s.Webhooks, Hangups: hangups},
-		&api.ChannelsFeature{Channels: s.Channels, Deliveries: s.Deliveries, Store: s.gw.Store},
+		&api.ChannelsFeature{Channels: s.Channels, Messaging: s.Messaging, Deliveries: s.Deliveries, Store: s.gw.Store},
 		&api.SchedulesFeature{Schedules: s.Schedules},
 	}
 	fs = append(fs, s.adminFeatures()...)
 	return fs
+}
+
+// PublicFeatures are the routes outside /api/v1 that platforms call: they
+// cannot carry the gateway's key and are verified by each platform's own
+// scheme.
+func (s *Services) PublicFeatures() []api.Feature {
+	return []api.Feature{&api.IngressFeature{Channels: s.Messaging}}
 }
 
 // adminFeatures are the routes behind the agentry client's agent, memory,

@@ -160,12 +160,14 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 		Warnings:    g.healthWarnings(),
 		StorageFull: g.Store.NoteStorageFull,
 		Features:    g.services.Features(),
+		Public:      g.services.PublicFeatures(),
 		Audit:       g.audit,
 	}
 	if cfg.Server.GUIEnabled() {
 		deps.Console = console.Assets()
 	}
 	g.api = api.New(deps)
+	g.services.StartChannels()
 	go func() { g.serveErr <- g.api.Serve(g.ln) }()
 	log.Info("gateway listening", "addr", g.URL(), "workspace", cfg.Workspace.Root, "config", cfg.Path)
 	return g, nil

@@ -10,7 +10,7 @@ import (
 
 // configSecrets are the secret values the configuration names, directly or
 // through an environment variable: provider keys, API keys, the JWT secret,
-// the webhook channel's secret and header values, hook secrets, the Temporal
+// the webhook channel's secret and header values, hook secrets, messaging channels' credentials, the Temporal
 // API key and passwords in connection strings. They are registered with
 // package scrub so that no outside text carries them out of the gateway.
 func configSecrets(cfg *config.Config, apiKey string) []string {
@@ -21,6 +21,9 @@ func configSecrets(cfg *config.Config, apiKey string) []string {
 	}
 	for _, k := range cfg.Auth.Keys {
 		out = append(out, k.Key, env(k.KeyEnv))
+	}
+	for _, ch := range cfg.Channels.Messaging {
+		out = append(out, ch.BotToken, ch.SigningSecret, ch.AppToken, ch.SecretToken)
 	}
 	for _, h := range cfg.Hooks {
 		out = append(out, env(h.SecretEnv))

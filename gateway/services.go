@@ -9,6 +9,7 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/approvals"
+	"github.com/agentryhq/agentry/internal/channels"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/costs"
@@ -65,6 +66,9 @@ type Services struct {
 	// messages as Delivery workflows.
 	Channels   *delivery.Channels
 	Deliveries *delivery.Service
+	// Messaging are the messaging channels (Telegram, Slack, Discord,
+	// WhatsApp; gateway/channels.go).
+	Messaging *channels.Service
 	// Schedules keeps the cron agents' Temporal Schedules in sync.
 	Schedules *schedules.Manager
 	// Reconcile imports provider usage exports and compares them with the
@@ -127,6 +131,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		cancel()
 		return nil, err
 	}
+	s.addMessaging()
 	s.worker = worker.Build(s.workerDeps())
 	return s, nil
 }
@@ -138,7 +143,7 @@ func (s *Services) workerDeps() worker.Deps {
 	return worker.Deps{Temporal: g.Temporal, TaskQueue: g.Config.Temporal.TaskQueue, Logger: s.log,
 		Config: g.Config, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, RunLog: s.RunLog, Chat: s.Chat,
 		Events: s.Events, Channels: s.Channels, Retry: s.Deliveries.Retry, SSRF: SSRFPolicy(&g.Config.Config),
-		Reconcile: s.Reconcile, PackageInstalls: s.PackageInstalls}
+		Reconcile: s.Reconcile, PackageInstalls: s.PackageInstalls, Messaging: s.Messaging}
 }
 
 // addDelivery wires webhooks in and out: the inbound webhook trigger, the
@@ -258,6 +263,9 @@ func (s *Services) StartWorker() error { return s.worker.Start() }
 // Stop stops background work.
 func (s *Services) Stop() {
 	s.cancel()
+	if s.Messaging != nil {
+		s.Messaging.Stop()
+	}
 	if s.Secrets != nil {
 		s.Secrets.Scrub.Close()
 	}

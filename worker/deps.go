@@ -8,6 +8,7 @@ import (
 	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/agentdef"
+	"github.com/agentryhq/agentry/internal/channels"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/delivery"
@@ -45,6 +46,9 @@ type Deps struct {
 	Channels *delivery.Channels
 	Retry    workflows.DeliveryRetry
 	SSRF     netguard.Policy
+	// Messaging sends on the messaging channels (ChannelTurn replies,
+	// channel deliveries).
+	Messaging *channels.Service
 	// Reconcile and PackageInstalls are the services behind the Reconcile
 	// and PackageInstall workflows' steps.
 	Reconcile       *reconcile.Service
@@ -71,6 +75,9 @@ func Activities(d Deps) []any {
 			Config: cfg, Router: d.Router, Toolbox: d.Toolbox, Log: d.RunLog, ArtifactsDir: artifacts, Workspace: root},
 		&activities.WebhookRunActivities{Config: cfg, Chat: d.Chat, Agents: agents(d.Agents), Store: d.Store, Router: d.Router, Toolbox: d.Toolbox,
 			Log: d.RunLog, Channels: d.Channels, Retry: d.Retry},
+		// ChannelConversation, ChannelTurn and channel deliveries.
+		&activities.ChannelActivities{Config: cfg, Chat: d.Chat, Agents: agents(d.Agents), Store: d.Store, Router: d.Router, Toolbox: d.Toolbox,
+			Log: d.RunLog, Channels: channelSender(d.Messaging), Deliveries: d.Store},
 		// Reconcile, PackageInstall.
 		&activities.ReconcileActivities{Service: d.Reconcile},
 		&activities.PackageInstallActivities{Service: d.PackageInstalls},
@@ -96,6 +103,13 @@ func notifier(b *events.Bus) activities.Notifier {
 }
 
 func targets(c *delivery.Channels) activities.Targets {
+	if c == nil {
+		return nil
+	}
+	return c
+}
+
+func channelSender(c *channels.Service) activities.ChannelSender {
 	if c == nil {
 		return nil
 	}

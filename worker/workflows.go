@@ -21,6 +21,8 @@ var Workflows = []Workflow{
 	{workflows.ReconcileWorkflowName, workflows.Reconcile},
 	{workflows.WebhookRunWorkflowName, workflows.WebhookRun},
 	{workflows.PackageInstallWorkflowName, workflows.PackageInstall},
+	{workflows.ChannelConversationWorkflowName, workflows.ChannelConversation},
+	{workflows.ChannelTurnWorkflowName, workflows.ChannelTurn},
 }
 
 // RegisterWorkflows registers every workflow under its contract name (on a

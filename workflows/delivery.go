@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -22,6 +23,9 @@ import (
 // before the workflow ends: by the successful attempt itself, else by
 // DeliveryFinish.
 func Delivery(ctx workflow.Context, msg DeliveryInput) (*DeliveryResult, error) {
+	if msg.Messaging {
+		return deliverOnChannel(ctx, msg)
+	}
 	r := msg.Retry.WithDefaults()
 	attemptCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// The request's own timeout plus time to record the attempt.
@@ -92,4 +96,46 @@ func deliveryFailure(err error, window time.Duration) string {
 		return fmt.Sprintf("gave up after retrying for %s (runtime.delivery.retry_for); last error: %s", window, last)
 	}
 	return last
+}
+
+// deliverOnChannel sends a message to a messaging channel's chat (a
+// scheduled report to a Telegram chat, an API send): the text cut to the
+// platform's limit, each part its own ChannelSend (paced, a 429's
+// retry_after honoured) retried within the delivery's window, then the
+// outcome recorded.
+func deliverOnChannel(ctx workflow.Context, msg DeliveryInput) (*DeliveryResult, error) {
+	r := msg.Retry.WithDefaults()
+	stepCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+	done := ChannelDeliveryDone{Delivery: msg, Delivered: true}
+	var parts []string
+	if err := workflow.ExecuteActivity(stepCtx, ActivityChannelDeliveryParts, msg).Get(ctx, &parts); err != nil {
+		done.Delivered, done.Error = false, stepError(err).Error()
+	}
+	for i, part := range parts {
+		opts := channelSendOptions
+		opts.ScheduleToCloseTimeout, opts.Summary = r.RetryFor, "send "+msg.DeliveryID+"/"+strconv.Itoa(i)
+		var sent ChannelSent
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivityChannelSend,
+			ChannelSendInput{ChannelID: msg.Channel, ChatID: msg.To, Text: part, Key: msg.DeliveryID + "/" + strconv.Itoa(i)}).Get(ctx, &sent)
+		if err != nil {
+			done.Delivered, done.Error = false, deliveryFailure(err, r.RetryFor)
+			break
+		}
+		done.PlatformIDs = append(done.PlatformIDs, sent.PlatformID)
+	}
+	res := &DeliveryResult{DeliveryID: msg.DeliveryID, Status: models.DeliveryDelivered, Attempts: 1}
+	if !done.Delivered {
+		res.Status, res.Error = models.DeliveryFailed, done.Error
+	}
+	if err := workflow.ExecuteActivity(stepCtx, ActivityChannelDeliveryDone, done).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("could not record the delivery outcome", "delivery", msg.DeliveryID, "err", err)
+	}
+	if !done.Delivered {
+		return res, temporal.NewNonRetryableApplicationError(res.Error, ErrTypeDeliveryFailed, nil)
+	}
+	return res, nil
 }

@@ -46,6 +46,11 @@ type DeliveryInput struct {
 	// To overrides the channel's url for this message only (already
 	// checked by CheckTarget).
 	To string `json:"to,omitempty"`
+	// Messaging is true for a messaging channel (Telegram, Slack ...):
+	// To is the chat, and the text is sent in parts by ChannelSend
+	// (channel.go) instead of one signed POST. False in histories from
+	// before, which are all webhook or hook deliveries.
+	Messaging bool `json:"messaging,omitempty"`
 	// Hook is the event hook's destination (hooks only).
 	Hook *HookTarget `json:"hook,omitempty"`
 	// Body is the exact JSON body sent (and signed) on every attempt.

@@ -193,6 +193,9 @@ type RunRef struct {
 	// ScheduleID names the schedule of a scheduled firing (empty for other
 	// runs): its approvals are listed under it.
 	ScheduleID string `json:"schedule_id,omitempty"`
+	// SessionID is the chat session a channel message's run continues
+	// (empty for other runs): its LLM calls are attributed to it.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // Key names the run in the run log: one conversation per workflow and

@@ -251,3 +251,6 @@ func validateChannels(chs map[string]MessagingChannelConfig, bad func(key, forma
 		}
 	}
 }
+
+// ChannelModes are the receive modes of a platform, the default first.
+func ChannelModes(typ string) []string { return channelModes[typ] }

@@ -75,6 +75,17 @@ type Channels struct {
 	Resolver Resolver
 	// Env reads hook secrets (nil: the process environment).
 	Env func(string) (string, bool)
+	// Messaging are the messaging channels (Telegram, Slack ...;
+	// internal/channels): messages to them go to a chat, named by to.
+	Messaging MessagingChannels
+}
+
+// MessagingChannels checks messages to messaging channels
+// (*channels.Service).
+type MessagingChannels interface {
+	IsMessaging(id string) bool
+	// CheckChat tells whether a message can go to chat on channel id now.
+	CheckChat(ctx context.Context, id, chat string) error
 }
 
 // WebhookSettings are the effective settings of channels.webhook.
@@ -182,16 +193,25 @@ func (c *Channels) View(ctx context.Context, id string) (*ChannelView, error) {
 		}
 	}
 	sort.Strings(v.Overridden)
-	st, err := c.Store.ChannelStats(ctx, id)
-	if err != nil {
+	if v.Status, err = c.Stats(ctx, id); err != nil {
 		return nil, err
 	}
-	v.Status = ChannelStatus{Deliveries: st.Deliveries, Failures: st.Failures, Pending: st.Pending}
+	return v, nil
+}
+
+// Stats is the delivery record of channel id (any channel's deliveries:
+// a messaging channel's scheduled messages too).
+func (c *Channels) Stats(ctx context.Context, id string) (ChannelStatus, error) {
+	st, err := c.Store.ChannelStats(ctx, id)
+	if err != nil {
+		return ChannelStatus{}, err
+	}
+	out := ChannelStatus{Deliveries: st.Deliveries, Failures: st.Failures, Pending: st.Pending}
 	if st.Last != nil {
 		at := st.Last.UpdatedAt.UTC()
-		v.Status.LastDeliveryAt, v.Status.LastStatus, v.Status.LastError = &at, st.Last.Status, st.Last.LastError
+		out.LastDeliveryAt, out.LastStatus, out.LastError = &at, st.Last.Status, st.Last.LastError
 	}
-	return v, nil
+	return out, nil
 }
 
 // List returns every channel.
@@ -328,6 +348,12 @@ func (c *Channels) Patch(ctx context.Context, id string, settings map[string]any
 // its optional override: the channel exists and is enabled and has a
 // destination that passes the SSRF policy. It returns the destination.
 func (c *Channels) Check(ctx context.Context, id, to string) (string, error) {
+	if id != ChannelWebhook && c.Messaging != nil && c.Messaging.IsMessaging(id) {
+		if err := c.Messaging.CheckChat(ctx, id, to); err != nil {
+			return "", err
+		}
+		return "chat:" + to, nil
+	}
 	if id != ChannelWebhook {
 		return "", fmt.Errorf("%w: %s (channels: %s)", ErrUnknownChannel, id, strings.Join(c.IDs(), ", "))
 	}

@@ -18,7 +18,10 @@ import (
 // body sent (and signed) on every attempt is m as JSON; the retry bounds
 // get their defaults.
 func ChannelInput(m ChannelMessage, retry workflows.DeliveryRetry) (workflows.DeliveryInput, error) {
-	return newInput(workflows.DeliveryInput{DeliveryID: m.DeliveryID, Channel: m.Channel, To: m.To, Source: m.Source, AgentID: m.AgentID}, m, retry)
+	// Every channel but the webhook is a messaging channel (Check let it
+	// through): its message goes to the chat named by To.
+	return newInput(workflows.DeliveryInput{DeliveryID: m.DeliveryID, Channel: m.Channel, To: m.To, Source: m.Source, AgentID: m.AgentID,
+		Messaging: m.Channel != ChannelWebhook}, m, retry)
 }
 
 // HookInput is the input of the Delivery workflow that sends event ev to
@@ -43,6 +46,10 @@ func newInput(in workflows.DeliveryInput, body any, retry workflows.DeliveryRetr
 // entry (StartInput) is left to the caller: only a message whose workflow
 // this process starts itself needs one.
 func Record(msg workflows.DeliveryInput, dest string) *models.Delivery {
+	target := DisplayURL(dest)
+	if msg.Messaging {
+		target = dest // "chat:<id>"
+	}
 	return &models.Delivery{ID: msg.DeliveryID, Channel: msg.Channel, Source: msg.Source, AgentID: msg.AgentID,
-		Target: DisplayURL(dest), WorkflowID: workflows.DeliveryWorkflowID(msg.DeliveryID)}
+		Target: target, WorkflowID: workflows.DeliveryWorkflowID(msg.DeliveryID)}
 }

@@ -24,6 +24,8 @@ const (
 	SourceEval      = "eval"
 	SourceBuilder   = "builder"
 	SourceEmbedding = "embedding"
+	// SourceChannel is a messaging channel's message (Telegram, Slack ...).
+	SourceChannel = "channel"
 )
 
 // Call is one inference routed through the Router.

@@ -1,0 +1,12 @@
+// Package platforms lists the messaging platforms this build has adapters
+// for: the one place a new platform's folder is registered.
+package platforms
+
+import (
+	"github.com/agentryhq/agentry/internal/channels"
+)
+
+// Factories are the adapters by platform type.
+func Factories() map[string]channels.Factory {
+	return map[string]channels.Factory{}
+}
