@@ -3,10 +3,14 @@ package telegram
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mymmrac/telego"
+	ta "github.com/mymmrac/telego/telegoapi"
 
 	"github.com/agentryhq/agentry/dev/faketelegram"
 	"github.com/agentryhq/agentry/internal/channels"
@@ -205,5 +209,29 @@ func TestNetworkErrorsAreScrubbedAndRetried(t *testing.T) {
 	}
 	if v.State != channels.StateConnecting {
 		t.Fatalf("state %q, want connecting while Telegram is unreachable", v.State)
+	}
+}
+
+func TestWebhookSetWhilePollingIsDeletedAndPollingGoesOn(t *testing.T) {
+	e := newEnv(t, nil)
+	e.receive()
+	waitFor(t, "polling", func() bool { return e.fake.Calls("getUpdates") > 0 })
+	// Someone sets a webhook (to an address where nothing listens):
+	// getUpdates answers 409 until the poller deletes it again.
+	other, err := telego.NewBot(faketelegram.DefaultToken, telego.WithAPIServer(e.fake.URL()), telego.WithDiscardLogger(),
+		telego.WithAPICaller(ta.HTTPCaller{Client: http.DefaultClient}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SetWebhook(context.Background(), &telego.SetWebhookParams{URL: "http://127.0.0.1:1/hook"}); err != nil {
+		t.Fatal(err)
+	}
+	id := e.fake.AddMessage(6, "private", 6, "still polling")
+	waitFor(t, "the message by polling", func() bool { return len(e.rec.got()) == 1 })
+	if e.rec.got()[0].MessageID != strconv.FormatInt(id, 10) || e.fake.Webhook().URL != "" {
+		t.Fatalf("got %+v, webhook %+v", e.rec.got(), e.fake.Webhook())
+	}
+	if !strings.Contains(e.deps.Status.View().LastError, "409") {
+		t.Fatalf("last error %q, want the 409", e.deps.Status.View().LastError)
 	}
 }
