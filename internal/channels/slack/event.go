@@ -154,7 +154,10 @@ func chatType(channelType, channel string) string {
 	return channels.ChatGroup
 }
 
-var mentionRE = regexp.MustCompile(`<@([A-Z0-9]+)(\|[^>]*)?>`)
+var (
+	mentionRE = regexp.MustCompile(`<@([A-Z0-9]+)(\|[^>]*)?>`)
+	spacesRE  = regexp.MustCompile(`[ \t]{2,}`)
+)
 
 // stripMention removes the bot's mentions (<@U123> or <@U123|name>) and
 // says whether there was one.
@@ -169,7 +172,10 @@ func stripMention(text, botUserID string) (string, bool) {
 			return s
 		})
 	}
-	// Trimmed only: newlines and code blocks in the text are kept.
+	if mentioned {
+		// The gap the mention leaves; newlines (code blocks) are kept.
+		text = spacesRE.ReplaceAllString(text, " ")
+	}
 	return strings.TrimSpace(text), mentioned
 }
 
