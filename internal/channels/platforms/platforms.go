@@ -4,9 +4,14 @@ package platforms
 
 import (
 	"github.com/agentryhq/agentry/internal/channels"
+	"github.com/agentryhq/agentry/internal/channels/slack"
+	"github.com/agentryhq/agentry/internal/channels/telegram"
 )
 
 // Factories are the adapters by platform type.
 func Factories() map[string]channels.Factory {
-	return map[string]channels.Factory{}
+	return map[string]channels.Factory{
+		channels.TypeTelegram: telegram.New,
+		channels.TypeSlack:    slack.New,
+	}
 }
