@@ -257,3 +257,17 @@ func (s *Server) Connected() int {
 	}
 	return n
 }
+
+// InvalidateSessions forgets every gateway session (as Discord does
+// after a long outage): the next RESUME is answered with op 9 and the
+// client must identify again; nothing missed meanwhile is replayed.
+func (s *Server) InvalidateSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, sess := range s.sessions {
+		if sess.conn != nil {
+			sess.conn.sess = nil
+		}
+		delete(s.sessions, id)
+	}
+}

@@ -340,6 +340,28 @@ func TestCatchUpAfterRestartHandsExactlyTheMissedMessages(t *testing.T) {
 	}
 }
 
+func TestRefusedResumeIdentifiesAgainAndCatchesUp(t *testing.T) {
+	fk := startFake(t)
+	r := start(t, fk, newCursors())
+	const chat = "600000000000000035"
+	want := []string{fk.Post(chat, guild, alice, "before")}
+	r.sink.waitFor(t, want[0])
+	fk.InvalidateSessions()
+	fk.DropConnections()
+	// No session exists: these are dispatched to nobody, only the
+	// history has them.
+	want = append(want, fk.Post(chat, guild, alice, "lost 1"), fk.Post(chat, guild, alice, "lost 2"))
+	eventually(t, "identified again", func() bool { return fk.Identifies() == 2 && fk.Connected() == 1 })
+	want = append(want, fk.Post(chat, guild, alice, "after"))
+	got := r.sink.waitFor(t, want[3])
+	if fmt.Sprint(ids(got)) != fmt.Sprint(want) {
+		t.Fatalf("sink got %v, want %v", ids(got), want)
+	}
+	if fk.Resumes() != 0 {
+		t.Fatalf("resumes %d", fk.Resumes())
+	}
+}
+
 func TestSinkFailureIsRetriedInOrder(t *testing.T) {
 	fk := startFake(t)
 	cur := newCursors()
