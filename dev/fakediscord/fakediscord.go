@@ -89,6 +89,7 @@ type Server struct {
 	sent       []SentMessage
 	failSends  int
 	retryAfter time.Duration
+	global     bool
 	sessions   map[string]*session
 	conns      map[*gwConn]bool
 	identifies int
@@ -248,7 +249,15 @@ func (s *Server) Sent() []SentMessage {
 func (s *Server) FailSends(n int, retryAfter time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failSends, s.retryAfter = n, retryAfter
+	s.failSends, s.retryAfter, s.global = n, retryAfter, false
+}
+
+// FailSendsGlobal is FailSends with Discord's global rate limit (the
+// whole bot is limited: "global": true, X-RateLimit-Global).
+func (s *Server) FailSendsGlobal(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failSends, s.retryAfter, s.global = n, retryAfter, true
 }
 
 // Identifies counts IDENTIFY payloads with a valid token (new sessions).
@@ -428,8 +437,12 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, channel s
 		h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(secs, 'f', 3, 64))
 		h.Set("X-RateLimit-Bucket", "fake-messages")
 		h.Set("X-RateLimit-Scope", "user")
+		if s.global {
+			h.Set("X-RateLimit-Global", "true")
+			h.Set("X-RateLimit-Scope", "global")
+		}
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{
-			"message": "You are being rate limited.", "retry_after": secs, "global": false})
+			"message": "You are being rate limited.", "retry_after": secs, "global": s.global})
 		return
 	}
 	guild, ok := s.channels[channel]

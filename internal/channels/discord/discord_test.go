@@ -230,6 +230,11 @@ func TestReceiveMapsMessagesInOrder(t *testing.T) {
 	if strings.Contains(r.logs.text(), token) {
 		t.Fatal("the token was logged")
 	}
+	r.cancel()
+	if err := <-r.done; err != nil || r.status.View().State != channels.StateStopped {
+		t.Fatalf("Receive after ctx end: %v, state %s", err, r.status.View().State)
+	}
+	r.cancel = nil
 }
 
 func TestIgnoresEditsDeletesAndEmptyMessagesAndFlagsSelfAndBots(t *testing.T) {
@@ -440,6 +445,12 @@ func TestSendRateLimitedReturnsAtOnce(t *testing.T) {
 	s, err := a.Send(ctx, channels.Outbound{ChatID: chat, Text: "again"})
 	if err != nil || s.PlatformID == "" || ctx.Err() != nil {
 		t.Fatalf("the next send: %v %+v", err, s)
+	}
+	// discordgo drops the body's "global"; the adapter reads it.
+	fk.FailSendsGlobal(1, 250*time.Millisecond)
+	_, err = a.Send(ctx, channels.Outbound{ChatID: chat, Text: "global"})
+	if !errors.As(err, &rl) || !rl.Global || rl.RetryAfter != 250*time.Millisecond {
+		t.Fatalf("send under a global 429: %v (%+v)", err, rl)
 	}
 }
 
