@@ -3,6 +3,7 @@ module github.com/agentryhq/agentry
 go 1.26.8
 
 require (
+	github.com/bwmarrin/discordgo v0.29.0
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/goccy/go-json v0.12.0

@@ -4,6 +4,7 @@ package platforms
 
 import (
 	"github.com/agentryhq/agentry/internal/channels"
+	"github.com/agentryhq/agentry/internal/channels/discord"
 	"github.com/agentryhq/agentry/internal/channels/slack"
 	"github.com/agentryhq/agentry/internal/channels/telegram"
 )
@@ -13,5 +14,6 @@ func Factories() map[string]channels.Factory {
 	return map[string]channels.Factory{
 		channels.TypeTelegram: telegram.New,
 		channels.TypeSlack:    slack.New,
+		channels.TypeDiscord:  discord.New,
 	}
 }
