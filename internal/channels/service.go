@@ -241,7 +241,6 @@ func (s *Service) sink(set Settings, st *Status) Sink {
 			st.SetError(err)
 			return err
 		}
-		st.Received()
 		return nil
 	}
 }

@@ -91,8 +91,8 @@ func (s *Status) SetError(err error) {
 	s.lastError, s.lastErrorAt = err.Error(), time.Now().UTC()
 }
 
-// Received counts an inbound message handed to the sink; Ignored one the
-// activation rules dropped.
+// Received counts an inbound message the adapter handed to the sink (the
+// adapter calls it).
 func (s *Status) Received() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -100,7 +100,8 @@ func (s *Status) Received() {
 	s.lastMessageAt = time.Now().UTC()
 }
 
-// Ignored counts a message the activation rules dropped.
+// Ignored counts a message not answered: dropped by the adapter (edits,
+// stickers) or by the activation rules.
 func (s *Status) Ignored() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
