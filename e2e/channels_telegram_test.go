@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/agentryhq/agentry/dev/faketelegram"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
+	"github.com/agentryhq/agentry/internal/channels"
+	"github.com/agentryhq/agentry/workflows"
 )
 
 // telegramGateway starts an in-process gateway whose telegram channel
@@ -47,12 +50,32 @@ func waitSent(t *testing.T, bot *faketelegram.Bot, chat int64, n int, within tim
 }
 
 func TestTelegramDirectMessageIsAnsweredInItsChat(t *testing.T) {
-	_, bot := telegramGateway(t, "")
+	g, bot := telegramGateway(t, "")
 	const alice = 1001
-	bot.AddMessage(alice, "private", alice, "hello there")
+	update := bot.AddMessage(alice, "private", alice, "hello there")
 	got := waitSent(t, bot, alice, 1, 60*time.Second)
 	if len(got) != 1 || got[0].Text != "echo: hello there" {
 		t.Fatalf("sent to the chat: %+v", got)
+	}
+	// The same message delivered again after its conversation's workflow
+	// ended (a platform redelivery much later): its ChannelTurn id is
+	// taken, so it is not answered twice.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conv := workflows.ChannelConversationWorkflowID("telegram", fmt.Sprint(alice), "")
+	if err := g.Temporal.TerminateWorkflow(ctx, conv, "", "test: the conversation ended"); err != nil {
+		t.Fatal(err)
+	}
+	enq := &channels.TemporalEnqueuer{Client: g.Temporal, TaskQueue: g.Config.Temporal.TaskQueue}
+	if err := enq.Enqueue(ctx, "telegram", "helper", channels.Inbound{MessageID: fmt.Sprint(update), ChatID: fmt.Sprint(alice),
+		ChatType: channels.ChatDirect, UserID: fmt.Sprint(alice), Text: "hello there"}); err != nil {
+		t.Fatal(err)
+	}
+	bot.AddMessage(alice, "private", alice, "and a new one")
+	got = waitSent(t, bot, alice, 2, 60*time.Second)
+	time.Sleep(time.Second)
+	if got = bot.SentTo(alice); len(got) != 2 || got[1].Text != "echo: and a new one" {
+		t.Fatalf("after the redelivery: %+v", got)
 	}
 }
 

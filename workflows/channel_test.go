@@ -224,9 +224,7 @@ func TestChannelConversationContinuesAsNewCarryingWhatIsQueued(t *testing.T) {
 
 func TestChannelConversationGoesOnAfterAFailedTurn(t *testing.T) {
 	// A failed turn recorded itself and answered a notice; the next
-	// message of the conversation is still handled. (A redelivered message
-	// whose ChannelTurn id is taken is the replay history
-	// ChannelConversation-duplicate.json.)
+	// message of the conversation is still handled.
 	c := newConversationEnvWith(func(id string) error {
 		if id == "old" {
 			return temporal.NewNonRetryableApplicationError("the run failed", workflows.ErrTypeChannelTurnFailed, nil)
