@@ -162,9 +162,19 @@ func newFakeWA(t *testing.T, silent bool) *fakeWA {
 			c.CloseNow()
 			return
 		}
-		// Not a Noise server hello: the client's handshake must fail.
+		// Take the client's hello, answer something that is not a Noise
+		// server hello (the client's handshake must fail) and let the
+		// client close: closing from here while the client writes trips a
+		// data race inside whatsmeow's FrameSocket (Close vs SendFrame).
+		if _, _, err := c.Read(r.Context()); err != nil {
+			return
+		}
 		_ = c.Write(r.Context(), websocket.MessageBinary, []byte("not a handshake"))
-		c.Close(websocket.StatusNormalClosure, "bye")
+		for {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+		}
 	}))
 	f.srv.EnableHTTP2 = false
 	f.srv.StartTLS()

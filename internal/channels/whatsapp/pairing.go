@@ -63,7 +63,7 @@ func (a *Adapter) pair(ctx context.Context, cli *whatsmeow.Client, qrs <-chan wh
 		st.SetError(err)
 		st.SetState(channels.StateUnpaired)
 	}
-	if err := cli.ConnectContext(ctx); err != nil {
+	if err := connect(ctx, cli); err != nil {
 		fail(fmt.Errorf("whatsapp: pairing: connect: %w", err))
 		return
 	}
@@ -147,7 +147,7 @@ func (a *Adapter) Unpair(ctx context.Context) error {
 	}
 	var logoutErr error
 	if !cli.IsLoggedIn() {
-		if err := cli.ConnectContext(ctx); err != nil && !errors.Is(err, whatsmeow.ErrAlreadyConnected) {
+		if err := connect(ctx, cli); err != nil && !errors.Is(err, whatsmeow.ErrAlreadyConnected) {
 			logoutErr = err
 		} else if !waitLoggedIn(ctx, cli) {
 			logoutErr = errors.New("not connected in time")
@@ -156,13 +156,16 @@ func (a *Adapter) Unpair(ctx context.Context) error {
 	if logoutErr == nil {
 		logoutErr = cli.Logout(ctx) // deletes the device on success
 	}
+	// The local forgetting must happen even when the logout used up ctx.
+	local, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if logoutErr != nil {
-		if err := dev.Delete(ctx); err != nil {
+		if err := dev.Delete(local); err != nil {
 			return wrapStore(err)
 		}
 	}
 	a.drop()
-	a.clearDevice(ctx)
+	a.clearDevice(local)
 	if logoutErr != nil {
 		return fmt.Errorf("whatsapp: the device is forgotten here, but WhatsApp was not told (%v): remove it under Linked devices on the phone", logoutErr)
 	}
@@ -186,4 +189,19 @@ func (a *Adapter) clearDevice(ctx context.Context) {
 	a.deps.Status.SetDetail("jid", "")
 	a.deps.Status.SetState(channels.StateUnpaired)
 	a.notify()
+}
+
+// connect connects cli within ctx. whatsmeow's Noise handshake waits up to
+// 20 s for the server whatever ctx says, so the connection is made in the
+// background and abandoned (then disconnected) when ctx ends first.
+func connect(ctx context.Context, cli *whatsmeow.Client) error {
+	done := make(chan error, 1)
+	go func() { done <- cli.ConnectContext(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		go func() { <-done; cli.Disconnect() }()
+		return ctx.Err()
+	}
 }

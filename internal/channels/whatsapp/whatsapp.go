@@ -233,7 +233,7 @@ func (a *Adapter) Receive(ctx context.Context) error {
 		cli := a.current(dev)
 		if !cli.IsConnected() {
 			a.deps.Status.SetState(channels.StatePaired)
-			if err := cli.ConnectContext(ctx); err != nil && !errors.Is(err, whatsmeow.ErrAlreadyConnected) {
+			if err := connect(ctx, cli); err != nil && !errors.Is(err, whatsmeow.ErrAlreadyConnected) {
 				a.deps.Status.SetError(fmt.Errorf("whatsapp: connect: %w", err))
 				a.sleep(ctx, &backoff)
 				continue
