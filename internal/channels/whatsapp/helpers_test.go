@@ -178,7 +178,9 @@ func newFakeWA(t *testing.T, silent bool) *fakeWA {
 	}))
 	f.srv.EnableHTTP2 = false
 	f.srv.StartTLS()
-	t.Cleanup(f.srv.Close)
+	// Drop the sockets first: Close waits for handlers, and whatsmeow
+	// waits 20 s for a handshake answer before it closes its side.
+	t.Cleanup(func() { f.srv.CloseClientConnections(); f.srv.Close() })
 	return f
 }
 
