@@ -131,7 +131,10 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		cancel()
 		return nil, err
 	}
-	s.addMessaging()
+	if err := s.addMessaging(); err != nil {
+		cancel()
+		return nil, err
+	}
 	s.worker = worker.Build(s.workerDeps())
 	return s, nil
 }
