@@ -27,6 +27,7 @@ import (
 //	POST  /channels/{id}/pair       channel (pairing started; the QR code in adapter.detail.qr) (admin)
 //	POST  /channels/{id}/unpair     channel (admin)
 //	GET   /channels/{id}/messages?limit=   {"messages": [...]} inbound messages, newest first
+//	GET   /channels/{id}/qr.png     the pairing QR code as a PNG, 404 unless pairing (admin; channels_qr.go)
 //	GET   /deliveries?channel=&limit=   {"deliveries": [...], "count"}
 //	GET   /deliveries/{id}          delivery with its attempts
 //
@@ -74,6 +75,7 @@ func (f *ChannelsFeature) Register(r fiber.Router) {
 	r.Post("/channels/:id/pair", f.pair)
 	r.Post("/channels/:id/unpair", f.unpair)
 	r.Get("/channels/:id/messages", f.messages)
+	r.Get("/channels/:id/qr.png", f.qrPNG)
 	r.Get("/deliveries", f.deliveries)
 	r.Get("/deliveries/:id", f.deliveryByID)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/agentryhq/agentry/internal/console"
 )
 
 func TestConsoleServedOnlyWhenGiven(t *testing.T) {
@@ -39,5 +41,25 @@ func TestConsoleServedOnlyWhenGiven(t *testing.T) {
 	off := newTestServer(t, nil)
 	if status, body, _ := do(t, off, httptest.NewRequest("GET", "/", nil)); status != 404 || body["error"] == nil {
 		t.Fatalf("GET / without a console: %d %v", status, body)
+	}
+}
+
+// The embedded console has the channels page and links to it.
+func TestConsoleHasTheChannelsPage(t *testing.T) {
+	s := newTestServer(t, func(d *Deps) { d.Console = console.Assets() })
+	for path, want := range map[string]string{
+		"/":                        `href="#/channels"`,
+		"/console/js/app.js":       `import * as channels from "./channels.js"`,
+		"/console/js/channels.js":  `/qr.png`,
+		"/console/js/taskpanel.js": `export function temporalBase`,
+	} {
+		resp, err := s.App().Test(httptest.NewRequest("GET", path, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("GET %s: %d, want %q in the file", path, resp.StatusCode, want)
+		}
 	}
 }

@@ -1,5 +1,5 @@
 // The console shell: sign-in, navigation between pages (#/board,
-// #/approvals, #/chat, #/costs, #/agents) and returning to sign-in when the credential stops
+// #/approvals, #/chat, #/costs, #/agents, #/channels[/<id>]) and returning to sign-in when the credential stops
 // working. Each page module exports render(main, ctx) and may return a
 // function that stops what it started (streams, timers).
 import * as api from "./api.js";
@@ -9,8 +9,9 @@ import * as chat from "./chat.js";
 import * as costs from "./costs.js";
 import * as agents from "./agents.js";
 import * as approvals from "./approvals.js";
+import * as channels from "./channels.js";
 
-const pages = { board, approvals, chat, costs, agents };
+const pages = { board, approvals, chat, costs, agents, channels };
 const main = document.getElementById("main");
 const header = document.querySelector("header.top");
 let cleanup = null;

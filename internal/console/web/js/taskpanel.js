@@ -10,7 +10,7 @@ let temporalUI; // promise of the Web UI base URL and namespace, or null
 
 // temporalLink finds where the Temporal Web UI is, from the configuration
 // (admins only: others see the workflow id without a link).
-function temporalBase() {
+export function temporalBase() {
   temporalUI ??= api.get("/config").then(({ config }) => {
     const t = config.temporal || {};
     const ns = t.namespace || "default";
