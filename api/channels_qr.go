@@ -4,10 +4,10 @@ import (
 	"fmt"
 
 	"github.com/gofiber/fiber/v2"
-	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/channels"
+	qrpng "github.com/agentryhq/agentry/internal/channels/qr"
 )
 
 // qrPNGSize is the image's side in pixels: large enough for a phone camera
@@ -39,7 +39,7 @@ func (f *ChannelsFeature) qrPNG(c *fiber.Ctx) error {
 	if v.Adapter.State != channels.StatePairing || qr == "" {
 		return notFound("channel %s is not pairing (state %s): POST /api/v1/channels/%s/pair first", id, v.Adapter.State, id)
 	}
-	png, err := qrcode.Encode(qr, qrcode.Medium, qrPNGSize)
+	png, err := qrpng.PNG(qr, qrPNGSize)
 	if err != nil {
 		return fmt.Errorf("draw the pairing QR code: %w", err)
 	}
