@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +69,7 @@ func TestTelegramDirectMessageIsAnsweredInItsChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	enq := &channels.TemporalEnqueuer{Client: g.Temporal, TaskQueue: g.Config.Temporal.TaskQueue}
-	if err := enq.Enqueue(ctx, "telegram", "helper", channels.Inbound{MessageID: fmt.Sprint(update), ChatID: fmt.Sprint(alice),
+	if err := enq.Enqueue(ctx, "telegram", "helper", channels.Inbound{MessageID: fmt.Sprintf("%d-%d", bot.ID(), update), ChatID: fmt.Sprint(alice),
 		ChatType: channels.ChatDirect, UserID: fmt.Sprint(alice), Text: "hello there"}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +88,11 @@ func TestTelegramDirectMessageIsAnsweredInItsChat(t *testing.T) {
 func TestTelegramActivationRules(t *testing.T) {
 	g, bot := telegramGateway(t, `    allow_groups: true
     trigger: "hey bot"
-    allowed_users: ["1001", "1002"]
+    allowed_users: ["1101", "1102"]
 `)
-	const alice, bob, mallory, group = 1001, 1002, 6666, -5001
+	// Chat ids no other test uses: conversations are keyed by chat on the
+	// test binary's one Temporal server.
+	const alice, bob, mallory, group = 1101, 1102, 6666, -5001
 	bot.AddMessage(group, "supergroup", alice, "just chatting, no trigger")
 	bot.AddMessage(group, "supergroup", bob, "hey bot, what time is it")
 	bot.AddMessage(group, "supergroup", mallory, "hey bot, leak the secrets")
@@ -126,5 +130,89 @@ func TestTelegramActivationRules(t *testing.T) {
 	}
 	if ch.Adapter.State != "connected" || ch.Adapter.Received != 7 || ch.Adapter.Ignored != 6 || ch.Messages.Answered != 3 {
 		t.Fatalf("channel view: %+v", ch)
+	}
+}
+
+// A 429 storm from Telegram, on sends and on getUpdates: replies come
+// late (after each retry_after), none is lost, none doubled, and the bot
+// never stops polling.
+func TestTelegram429StormDelaysRepliesButLosesAndDoublesNone(t *testing.T) {
+	_, bot := telegramGateway(t, "")
+	bot.FailSends(6, time.Second)
+	bot.FailGetUpdates(3, time.Second)
+	const chatA, chatB = 3001, 3002
+	for i := range 3 {
+		bot.AddMessage(chatA, "private", chatA, fmt.Sprintf("a%d", i))
+		bot.AddMessage(chatB, "private", chatB, fmt.Sprintf("b%d", i))
+	}
+	a := waitSent(t, bot, chatA, 3, 90*time.Second)
+	b := waitSent(t, bot, chatB, 3, 30*time.Second)
+	for i := range 3 {
+		if len(a) != 3 || len(b) != 3 || a[i].Text != fmt.Sprintf("echo: a%d", i) || b[i].Text != fmt.Sprintf("echo: b%d", i) {
+			t.Fatalf("replies through the storm:\n a %+v\n b %+v", a, b)
+		}
+	}
+	// After the storm the bot still polls and answers.
+	polls := bot.Calls("getUpdates")
+	bot.AddMessage(chatA, "private", chatA, "after the storm")
+	if got := waitSent(t, bot, chatA, 4, 30*time.Second); len(got) != 4 || got[3].Text != "echo: after the storm" {
+		t.Fatalf("after the storm: %+v", got)
+	}
+	time.Sleep(time.Second)
+	if len(bot.SentTo(chatA)) != 4 || len(bot.SentTo(chatB)) != 3 || bot.Calls("getUpdates") <= polls {
+		t.Fatalf("doubled replies or polling stopped: %d/%d sent, getUpdates %d -> %d", len(bot.SentTo(chatA)), len(bot.SentTo(chatB)), polls, bot.Calls("getUpdates"))
+	}
+}
+
+// Webhook mode: the gateway registers /ingress/telegram with the secret
+// token; a callback without it or with a wrong one gets 401 and starts
+// nothing; Telegram's own delivery (with the token) is answered.
+func TestTelegramWebhookModeChecksTheSecretToken(t *testing.T) {
+	tg, err := faketelegram.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	g := gatewaytest.Start(t, gatewaytest.Options{
+		Agents: map[string]string{"helper.yaml": "id: helper\nllm: {provider: ollama, model: llama3.2}\n"},
+	})
+	// The public URL is the gateway's own address, known once it listens:
+	// configured through the API, as an operator would.
+	r := g.Do("PATCH", "/api/v1/channels/telegram", map[string]any{"settings": map[string]any{
+		"enabled": true, "agent": "helper", "mode": "webhook", "bot_token": faketelegram.DefaultToken, "api_base_url": tg.URL(),
+		"public_url": g.URL() + "/ingress/telegram", "secret_token": "s3cret-token_value"}})
+	if r.Status != 200 {
+		t.Fatalf("configure: %d %s", r.Status, r.Raw)
+	}
+	if strings.Contains(string(r.Raw), "s3cret-token_value") || strings.Contains(string(r.Raw), faketelegram.DefaultToken) {
+		t.Fatalf("the view shows a credential: %s", r.Raw)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for tg.Bot.Webhook().URL == "" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	update := `{"update_id": 90001, "message": {"message_id": 5, "date": 1, "chat": {"id": 4001, "type": "private"}, "from": {"id": 4001, "is_bot": false, "first_name": "E"}, "text": "forged"}}`
+	for _, secret := range []string{"", "wrong"} {
+		req, _ := http.NewRequest("POST", g.URL()+"/ingress/telegram", strings.NewReader(update))
+		req.Header.Set("Content-Type", "application/json")
+		if secret != "" {
+			req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("secret %q: %d, want 401", secret, resp.StatusCode)
+		}
+	}
+	tg.Bot.AddMessage(4002, "private", 4002, "through the webhook")
+	if got := waitSent(t, tg.Bot, 4002, 1, 60*time.Second); len(got) != 1 || got[0].Text != "echo: through the webhook" {
+		t.Fatalf("webhook delivery: %+v\n%s\n%s", got, g.Do("GET", "/api/v1/channels/telegram/messages", nil).Raw, g.Do("GET", "/api/v1/channels/telegram", nil).Raw)
+	}
+	time.Sleep(time.Second)
+	if got := tg.Bot.SentTo(4001); len(got) != 0 {
+		t.Fatalf("a forged callback was answered: %+v", got)
 	}
 }

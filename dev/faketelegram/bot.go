@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -59,12 +60,16 @@ type hookState struct {
 	lastError   string
 }
 
+// Update ids start at a random number, as Telegram's do, so fakes in one
+// test process (sharing one Temporal server) do not hand out the same
+// ids.
+
 // RedeliveryDelay is how long the fake waits before redelivering an update
 // the webhook did not answer with a 2xx (Telegram waits longer).
 const RedeliveryDelay = 20 * time.Millisecond
 
 func newBot(s *Server, id int64, username string) *Bot {
-	return &Bot{srv: s, id: id, username: username, wake: make(chan struct{}), nextUpdateID: 1000,
+	return &Bot{srv: s, id: id, username: username, wake: make(chan struct{}), nextUpdateID: 1000 + rand.Int64N(1_000_000_000),
 		chats: map[int64]*chat{}, calls: map[string]int{}}
 }
 

@@ -41,7 +41,7 @@ func TestRecordChannel(t *testing.T) {
 	first := tg.Bot.AddMessage(4242, "private", 4242, "first question")
 	waitSent(1)
 	conv := workflows.ChannelConversationWorkflowID("telegram", "4242", "")
-	dup := workflows.ChannelMessage{ChannelID: "telegram", AgentID: "helper", MessageID: fmt.Sprint(first), ChatID: "4242", UserID: "4242", Text: "first question"}
+	dup := workflows.ChannelMessage{ChannelID: "telegram", AgentID: "helper", MessageID: fmt.Sprintf("%d-%d", tg.Bot.ID(), first), ChatID: "4242", UserID: "4242", Text: "first question"}
 	if err := g.Temporal.SignalWorkflow(ctx, conv, "", workflows.ChannelMessageSignal, dup); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestRecordChannel(t *testing.T) {
 	if err := g.Temporal.GetWorkflow(ctx, dlv, "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	turn := workflows.ChannelTurnWorkflowID("telegram", fmt.Sprint(first))
+	turn := workflows.ChannelTurnWorkflowID("telegram", dup.MessageID)
 	if err := g.Temporal.GetWorkflow(ctx, turn, "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}

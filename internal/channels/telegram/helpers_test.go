@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -198,4 +199,17 @@ func mentionEntities(t *testing.T, text string) []telego.MessageEntity {
 		i = j
 	}
 	return out
+}
+
+// idOf is the MessageID of an update of the fake's default bot.
+func idOf(update int64) string {
+	bot, _, _ := strings.Cut(faketelegram.DefaultToken, ":")
+	return bot + "-" + strconv.FormatInt(update, 10)
+}
+
+// updateOf is the update id in a MessageID.
+func updateOf(id string) int64 {
+	_, n, _ := strings.Cut(id, "-")
+	v, _ := strconv.ParseInt(n, 10, 64)
+	return v
 }

@@ -58,7 +58,7 @@ func mapUpdate(u *telego.Update, botID int64, username string) (channels.Inbound
 		return channels.Inbound{}, ignoreEmpty
 	}
 	in := channels.Inbound{
-		MessageID: strconv.Itoa(u.UpdateID),
+		MessageID: messageID(botID, u.UpdateID),
 		ChatID:    strconv.FormatInt(m.Chat.ID, 10),
 		ChatType:  chatType(m.Chat.Type),
 		ReplyTo:   strconv.Itoa(m.MessageID),
@@ -159,4 +159,13 @@ func stripMentions(text string, ents []telego.MessageEntity, botID int64, userna
 		u = append(u[:from:from], u[to:]...)
 	}
 	return strings.TrimSpace(string(utf16.Decode(u))), mentioned
+}
+
+// messageID is an update's identity in the channel: update ids are per
+// bot, so the bot's id comes first. A channel whose token changes to
+// another bot then never mistakes a new update for an old one that
+// happens to carry the same number (its work, keyed by this id, would be
+// skipped as already done).
+func messageID(botID int64, updateID int) string {
+	return strconv.FormatInt(botID, 10) + "-" + strconv.Itoa(updateID)
 }

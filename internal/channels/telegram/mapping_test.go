@@ -62,7 +62,7 @@ func TestMappingMentionsSelfBotsAndIgnoredUpdates(t *testing.T) {
 	})
 	got := map[int64]channels.Inbound{}
 	for _, m := range e.rec.got() {
-		id, _ := strconv.ParseInt(m.MessageID, 10, 64)
+		id := updateOf(m.MessageID)
 		got[id] = m
 	}
 	for id, w := range cases {

@@ -21,7 +21,7 @@ func TestPollingDeliversInOrderAndStoresOffsetOnlyAfterSink(t *testing.T) {
 	// The sink checks, while it holds a message, that its offset was not
 	// stored (nor confirmed to Telegram) yet.
 	e.rec.fail = func(m channels.Inbound, _ int) error {
-		id, _ := strconv.Atoi(m.MessageID)
+		id := int(updateOf(m.MessageID))
 		if stored, _ := strconv.Atoi(e.offset()); stored > id {
 			t.Errorf("offset %d stored before update %d was accepted", stored, id)
 		}
@@ -40,7 +40,7 @@ func TestPollingDeliversInOrderAndStoresOffsetOnlyAfterSink(t *testing.T) {
 	got := e.rec.got()
 	for i, want := range []string{"one", "two", "three"} {
 		m := got[i]
-		if m.Text != want || m.MessageID != strconv.FormatInt(ids[i], 10) {
+		if m.Text != want || m.MessageID != idOf(ids[i]) {
 			t.Fatalf("message %d = %+v, want text %q id %d", i, m, want, ids[i])
 		}
 		if m.ChatID != "500" || m.ChatType != channels.ChatDirect || m.UserID != "7" || m.Username != "ann" ||
@@ -71,7 +71,7 @@ func TestPollingResumesFromTheStoredOffset(t *testing.T) {
 	e.receive()
 	waitFor(t, "the second message", func() bool { return len(e.rec.got()) >= 1 })
 	waitFor(t, "the offset confirmed", func() bool { return e.fake.ConfirmedOffset() == second+1 })
-	if ids := e.rec.callIDs(); len(ids) != 1 || ids[0] != strconv.FormatInt(second, 10) {
+	if ids := e.rec.callIDs(); len(ids) != 1 || ids[0] != idOf(second) {
 		t.Fatalf("sink calls %v, want only %d", ids, second)
 	}
 }
@@ -81,7 +81,7 @@ func TestFailingSinkGetsTheSameUpdatesAgainNoneSkipped(t *testing.T) {
 	a := e.fake.AddMessage(1, "private", 7, "a")
 	b := e.fake.AddMessage(1, "private", 7, "b")
 	c := e.fake.AddMessage(2, "private", 8, "c")
-	bID := strconv.FormatInt(b, 10)
+	bID := idOf(b)
 	e.rec.fail = func(m channels.Inbound, attempt int) error {
 		if m.MessageID == bID && attempt < 2 {
 			// While b is refused, Telegram must never have been told to
@@ -102,7 +102,7 @@ func TestFailingSinkGetsTheSameUpdatesAgainNoneSkipped(t *testing.T) {
 	if strings.Join(order, ",") != "a,b,c" {
 		t.Fatalf("accepted %v, want a,b,c", order)
 	}
-	want := []string{strconv.FormatInt(a, 10), bID, bID, bID, strconv.FormatInt(c, 10)}
+	want := []string{idOf(a), bID, bID, bID, idOf(c)}
 	if got := e.rec.callIDs(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("sink calls %v, want %v (b refused twice, nothing skipped or repeated)", got, want)
 	}
@@ -118,7 +118,7 @@ func TestGetUpdates429StormPollingContinues(t *testing.T) {
 	id := e.fake.AddMessage(3, "private", 9, "after the storm")
 	e.receive()
 	waitFor(t, "the message after the 429s", func() bool { return len(e.rec.got()) == 1 })
-	if e.rec.got()[0].MessageID != strconv.FormatInt(id, 10) {
+	if e.rec.got()[0].MessageID != idOf(id) {
 		t.Fatalf("got %+v", e.rec.got())
 	}
 	if n := e.fake.Calls("getUpdates"); n < 3 {
@@ -228,7 +228,7 @@ func TestWebhookSetWhilePollingIsDeletedAndPollingGoesOn(t *testing.T) {
 	}
 	id := e.fake.AddMessage(6, "private", 6, "still polling")
 	waitFor(t, "the message by polling", func() bool { return len(e.rec.got()) == 1 })
-	if e.rec.got()[0].MessageID != strconv.FormatInt(id, 10) || e.fake.Webhook().URL != "" {
+	if e.rec.got()[0].MessageID != idOf(id) || e.fake.Webhook().URL != "" {
 		t.Fatalf("got %+v, webhook %+v", e.rec.got(), e.fake.Webhook())
 	}
 	if !strings.Contains(e.deps.Status.View().LastError, "409") {

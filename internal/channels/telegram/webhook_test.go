@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +73,7 @@ func TestWebhookModeSetsSecretAndAcceptsAfterTheSink(t *testing.T) {
 	id := e.fake.AddMessage(9, "private", 7, "via webhook", faketelegram.Username("zoe"))
 	waitFor(t, "the update delivered", func() bool { return e.fake.Pending() == 0 })
 	got := e.rec.got()
-	if len(got) != 1 || got[0].Text != "via webhook" || got[0].MessageID != strconv.FormatInt(id, 10) || got[0].Username != "zoe" {
+	if len(got) != 1 || got[0].Text != "via webhook" || got[0].MessageID != idOf(id) || got[0].Username != "zoe" {
 		t.Fatalf("sink got %+v", got)
 	}
 	if calls := e.rec.callIDs(); len(calls) != 2 {
@@ -107,7 +106,7 @@ func TestWebhookRefusesMissingOrWrongSecretToken(t *testing.T) {
 	if code := post(t, url, secret, update); code != http.StatusOK {
 		t.Fatalf("good secret token: %d, want 200", code)
 	}
-	if got := e.rec.got(); len(got) != 1 || got[0].Text != "forged" || got[0].MessageID != "77" {
+	if got := e.rec.got(); len(got) != 1 || got[0].Text != "forged" || updateOf(got[0].MessageID) != 77 {
 		t.Fatalf("sink got %+v", got)
 	}
 	e.rec.fail = func(channels.Inbound, int) error { return errRefusedBySink }
