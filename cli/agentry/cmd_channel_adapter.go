@@ -176,6 +176,8 @@ func (a *App) configureSettings(cmd *cobra.Command, ad adapter, cf *configureFla
 			settings["allowed_users"] = nonNilList(cf.allowedUsers)
 		}
 	}
+	// Check every credential's flags before reading any: standard input
+	// holds one value, and a refused command must read nothing.
 	stdinUsed := ""
 	for _, c := range ad.credentials {
 		fl := c.flag()
@@ -188,16 +190,18 @@ func (a *App) configureSettings(cmd *cobra.Command, ad adapter, cf *configureFla
 		if given > 1 {
 			return nil, usagef("use one of --%s, --%s-stdin and --%s-file", fl, fl, fl)
 		}
+		if *cf.credStdin[c.key] {
+			if stdinUsed != "" {
+				return nil, usagef("--%s-stdin and --%s-stdin: standard input holds one value; read the other from a file", stdinUsed, fl)
+			}
+			stdinUsed = fl
+		}
+	}
+	for _, c := range ad.credentials {
 		switch {
-		case f.Changed(fl):
+		case f.Changed(c.flag()):
 			settings[c.key] = *cf.creds[c.key]
 		case *cf.credStdin[c.key] || *cf.credFile[c.key] != "":
-			if *cf.credStdin[c.key] {
-				if stdinUsed != "" {
-					return nil, usagef("--%s-stdin and --%s-stdin: standard input holds one value; read the other from a file", stdinUsed, fl)
-				}
-				stdinUsed = fl
-			}
 			v, err := a.readSecretValue(*cf.credFile[c.key], ad.name+" "+strings.ReplaceAll(c.key, "_", " "))
 			if err != nil {
 				return nil, err
