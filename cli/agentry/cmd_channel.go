@@ -14,25 +14,6 @@ import (
 	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
-// adapter is a per-adapter namespace: `agentry channel <name> ...`.
-type adapter struct {
-	name  string
-	short string
-	// messaging adapters take the shared chat flags (--trigger,
-	// --allow-groups, --allowed-chats, --allowed-users).
-	messaging bool
-}
-
-// adapters are the channel types with their own namespace. The outbound
-// webhook exists today; the messaging adapters' settings are passed
-// through to the gateway, which rejects keys it does not know.
-var adapters = []adapter{
-	{name: "webhook", short: "Outbound webhook channel (channels.webhook)"},
-	{name: "telegram", short: "Telegram bot channel", messaging: true},
-	{name: "slack", short: "Slack channel", messaging: true},
-	{name: "discord", short: "Discord channel", messaging: true},
-}
-
 func (a *App) channelCommand() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
@@ -52,10 +33,9 @@ func (a *App) channelCommand() *cobra.Command {
 			}
 			rows := [][]string{}
 			for _, ch := range l.Channels {
-				rows = append(rows, []string{ch.ID, ch.Type, yesNo(ch.Enabled), ch.Status.LastStatus, fmtTime(&ch.Status.LastDeliveryAt),
-					strconv.FormatInt(ch.Status.Deliveries, 10), strconv.FormatInt(ch.Status.Failures, 10)})
+				rows = append(rows, channelRow(&ch))
 			}
-			table(a.Stdout, []string{"ID", "TYPE", "ENABLED", "LAST STATUS", "LAST DELIVERY", "DELIVERIES", "FAILURES"}, rows)
+			table(a.Stdout, []string{"ID", "TYPE", "ENABLED", "STATE", "LAST MESSAGE/DELIVERY", "RECEIVED", "FAILURES"}, rows)
 			return nil
 		},
 	}
@@ -77,8 +57,9 @@ func (a *App) channelCommand() *cobra.Command {
 	}
 	update.Flags().StringArrayVar(&sets, "set", nil, "key=value to set (repeatable)")
 
-	cmd := group("channel", "Manage channels (delivery adapters)",
-		list, a.channelStatusCommand("status ID", ""), a.channelToggleCommand("enable ID", "", true), a.channelToggleCommand("disable ID", "", false), update)
+	cmd := group("channel", "Manage channels: the outbound webhook and the messaging adapters",
+		list, a.channelStatusCommand("status ID", ""), a.channelToggleCommand("enable ID", "", true), a.channelToggleCommand("disable ID", "", false), update,
+		a.channelMessagesCommand())
 	for _, ad := range adapters {
 		cmd.AddCommand(a.adapterCommand(ad))
 	}
@@ -110,7 +91,7 @@ func (a *App) channelStatusCommand(use, fixedID string) *cobra.Command {
 	}
 	return &cobra.Command{
 		Use:   use,
-		Short: "Show a channel's settings (secrets redacted) and delivery status",
+		Short: "Show a channel's state, settings (secrets redacted), messages and deliveries",
 		Args:  args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := fixedID
@@ -128,7 +109,11 @@ func (a *App) channelStatusCommand(use, fixedID string) *cobra.Command {
 			if a.jsonOut {
 				return printJSON(a.Stdout, ch.RawJSON())
 			}
-			a.printChannel(ch)
+			if isMessaging(&ch.Channel) {
+				a.printMessagingChannel(ch)
+			} else {
+				a.printChannel(ch)
+			}
 			return nil
 		},
 	}
@@ -196,6 +181,10 @@ func (a *App) printChannel(ch *apiclient.Channel) {
 		{"last delivery", fmtTime(&ch.Status.LastDeliveryAt)}, {"last status", ch.Status.LastStatus}, {"last error", ch.Status.LastError},
 		{"deliveries", strconv.FormatInt(ch.Status.Deliveries, 10)}, {"failures", strconv.FormatInt(ch.Status.Failures, 10)},
 	})
+	a.printSettings(ch)
+}
+
+func (a *App) printSettings(ch *apiclient.Channel) {
 	if len(ch.Settings) == 0 {
 		return
 	}
@@ -207,98 +196,19 @@ func (a *App) printChannel(ch *apiclient.Channel) {
 	fmt.Fprintln(a.Stdout, "settings:")
 	rows := [][]string{}
 	for _, k := range keys {
-		v := ch.Settings[k]
-		s, ok := v.(string)
-		if !ok {
-			b, _ := json.Marshal(v)
-			s = string(b)
-		}
-		rows = append(rows, []string{"  " + k, s})
+		rows = append(rows, []string{"  " + k, settingText(ch.Settings[k])})
 	}
 	table(a.Stdout, []string{"  KEY", "VALUE"}, rows)
 }
 
-// adapterCommand is `channel <adapter> status|enable|disable|configure`.
-func (a *App) adapterCommand(ad adapter) *cobra.Command {
-	var sets, headers, allowedChats, allowedUsers []string
-	var url, method, trigger, secretFile string
-	var secretStdin, allowGroups bool
-	configure := &cobra.Command{
-		Use:   "configure [flags]",
-		Short: "Change the " + ad.name + " channel's settings",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			settings, err := parseSets(sets)
-			if err != nil {
-				return err
-			}
-			f := cmd.Flags()
-			if ad.name == "webhook" {
-				if f.Changed("url") {
-					settings["url"] = url
-				}
-				if f.Changed("method") {
-					settings["method"] = strings.ToUpper(method)
-				}
-				if f.Changed("header") {
-					for _, h := range headers {
-						if !strings.Contains(h, ":") {
-							return usagef("--header %q: expected \"Name: value\"", h)
-						}
-					}
-					settings["headers"] = strings.Join(headers, "\n")
-				}
-				if secretStdin && secretFile != "" {
-					return usagef("use one of --secret-stdin and --secret-file")
-				}
-				if secretStdin || secretFile != "" {
-					v, err := a.readSecretValue(secretFile, "webhook signing secret")
-					if err != nil {
-						return err
-					}
-					settings["secret"] = v
-				}
-			}
-			if ad.messaging {
-				if f.Changed("trigger") {
-					settings["trigger"] = trigger
-				}
-				if f.Changed("allow-groups") {
-					settings["allow_groups"] = allowGroups
-				}
-				if f.Changed("allowed-chats") {
-					settings["allowed_chats"] = allowedChats
-				}
-				if f.Changed("allowed-users") {
-					settings["allowed_users"] = allowedUsers
-				}
-			}
-			if len(settings) == 0 {
-				return usagef("channel %s configure: nothing to change (see --help)", ad.name)
-			}
-			return a.updateChannel(cmd, ad.name, settings)
-		},
+// settingText is a setting as a table cell: strings as they are, the rest
+// as JSON (lists, booleans).
+func settingText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
 	}
-	f := configure.Flags()
-	f.StringArrayVar(&sets, "set", nil, "other key=value to set (repeatable)")
-	if ad.name == "webhook" {
-		f.StringVar(&url, "url", "", "destination URL")
-		f.StringVar(&method, "method", "", "HTTP method (POST)")
-		f.StringArrayVar(&headers, "header", nil, "\"Name: value\" header line sent with every request (repeatable; replaces all header lines)")
-		f.BoolVar(&secretStdin, "secret-stdin", false, "read the signing secret from standard input")
-		f.StringVar(&secretFile, "secret-file", "", "read the signing secret from a file")
-	}
-	if ad.messaging {
-		f.StringVar(&trigger, "trigger", "", "what makes the agent answer in a chat (e.g. mention, all)")
-		f.BoolVar(&allowGroups, "allow-groups", false, "answer in group chats")
-		f.StringSliceVar(&allowedChats, "allowed-chats", nil, "chat ids the channel answers in (comma-separated or repeated)")
-		f.StringSliceVar(&allowedUsers, "allowed-users", nil, "user ids the channel answers (comma-separated or repeated)")
-	}
-	return group(ad.name, ad.short,
-		a.channelStatusCommand("status", ad.name),
-		a.channelToggleCommand("enable", ad.name, true),
-		a.channelToggleCommand("disable", ad.name, false),
-		configure)
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // readSecretValue reads a secret from a file or standard input (a prompt

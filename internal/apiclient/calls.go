@@ -68,6 +68,12 @@ type Channel struct {
 	openapi.Channel
 }
 
+// ChannelMessageList is GET /channels/{id}/messages.
+type ChannelMessageList struct {
+	Raw
+	openapi.ChannelMessageList
+}
+
 // ScheduleList is GET /schedules.
 type ScheduleList struct {
 	Raw
@@ -315,6 +321,35 @@ func (c *Client) UpdateChannel(ctx context.Context, id string, settings map[stri
 	var ch Channel
 	resp, err := c.api.PatchChannelsID(ctx, id, openapi.PatchChannelsIDJSONRequestBody{Settings: settings})
 	return &ch, c.read(ctx, "PATCH /channels/{id}", resp, err, &ch)
+}
+
+// PairChannel starts pairing a QR-paired channel (WhatsApp); the QR code
+// appears in Adapter.Detail["qr"] of the channel as GET /channels/{id}
+// reads it.
+func (c *Client) PairChannel(ctx context.Context, id string) (*Channel, error) {
+	var ch Channel
+	resp, err := c.api.PostChannelsIDPair(ctx, id)
+	return &ch, c.read(ctx, "POST /channels/{id}/pair", resp, err, &ch)
+}
+
+// UnpairChannel logs a QR-paired channel's device out.
+func (c *Client) UnpairChannel(ctx context.Context, id string) (*Channel, error) {
+	var ch Channel
+	resp, err := c.api.PostChannelsIDUnpair(ctx, id)
+	return &ch, c.read(ctx, "POST /channels/{id}/unpair", resp, err, &ch)
+}
+
+// ChannelMessages lists a messaging channel's inbound messages, newest
+// first (limit 0: the gateway's default).
+func (c *Client) ChannelMessages(ctx context.Context, id string, limit int) (*ChannelMessageList, error) {
+	var l ChannelMessageList
+	var p openapi.GetChannelsIDMessagesParams
+	if limit > 0 {
+		n := int64(limit)
+		p.Limit = &n
+	}
+	resp, err := c.api.GetChannelsIDMessages(ctx, id, &p)
+	return &l, c.read(ctx, "GET /channels/{id}/messages", resp, err, &l)
 }
 
 // Schedules lists scheduled agents.

@@ -1523,23 +1523,88 @@ type BreakerStatus struct {
 // BreakerStatusState defines model for BreakerStatus.State.
 type BreakerStatusState string
 
-// Channel defines model for Channel.
+// Channel A channel. The webhook channel has id, type, enabled, settings, overridden and status. A messaging channel (type telegram, slack, discord or whatsapp) adds adapter (its receiver's state) and messages (inbound counts); its status counts the replies and other messages sent on it as deliveries.
 type Channel struct {
-	Enabled bool   `json:"enabled,omitempty,omitzero"`
-	ID      string `json:"id,omitempty,omitzero"`
+	// Adapter A messaging channel's receiver, as this gateway process sees it (messaging channels only).
+	Adapter ChannelAdapter `json:"adapter,omitempty,omitzero"`
+	Enabled bool           `json:"enabled,omitempty,omitzero"`
+	ID      string         `json:"id,omitempty,omitzero"`
+
+	// Messages Inbound messages recorded for a messaging channel (messaging channels only).
+	Messages ChannelMessageStats `json:"messages,omitempty,omitzero"`
 
 	// Overridden settings changed through the API (stored in the database)
 	Overridden []string `json:"overridden,omitempty,omitzero"`
 
-	// Settings secret reads ******** when set; credential header values read Name: ********
+	// Settings The effective settings. Webhook: enabled, url, method, headers, secret. Messaging: the keys below (every key PATCH takes, plus type, mode as resolved and ingress_path). Secrets (secret, bot_token, signing_secret, app_token, secret_token) read ******** when set and "" when not; credential header values read Name: ********.
 	Settings map[string]interface{} `json:"settings,omitempty,omitzero"`
 	Status   ChannelStatus          `json:"status,omitempty,omitzero"`
-	Type     string                 `json:"type,omitempty,omitzero"`
+
+	// Type webhook, telegram, slack, discord or whatsapp
+	Type string `json:"type,omitempty,omitzero"`
+}
+
+// ChannelAdapter A messaging channel's receiver, as this gateway process sees it (messaging channels only).
+type ChannelAdapter struct {
+	// Detail platform fields: whatsapp qr (the QR code's text while pairing; render it as a QR code) and jid (the paired account), the telegram bot's user name ...
+	Detail map[string]string `json:"detail,omitempty,omitzero"`
+
+	// Ignored messages the activation rules dropped (groups without the trigger, users not allowed, the bot's own)
+	Ignored     int64     `json:"ignored,omitempty,omitzero"`
+	LastError   string    `json:"last_error,omitempty,omitzero"`
+	LastErrorAt time.Time `json:"last_error_at,omitempty,omitzero"`
+
+	// LastMessageAt the last message handed to an agent
+	LastMessageAt time.Time `json:"last_message_at,omitempty,omitzero"`
+
+	// Received messages handed to an agent since the gateway started
+	Received int64 `json:"received,omitempty,omitzero"`
+
+	// Since when the state began
+	Since time.Time `json:"since,omitempty,omitzero"`
+
+	// State stopped, connecting, connected, unauthorized, error; whatsapp also unpaired, pairing, paired. unauthorized: the platform refused the credentials (fixed by new settings); unpaired/pairing/paired: whatsapp
+	State string `json:"state,omitempty,omitzero"`
 }
 
 // ChannelList defines model for ChannelList.
 type ChannelList struct {
 	Channels []Channel `json:"channels,omitempty,omitzero"`
+}
+
+// ChannelMessage One inbound message's record (no text; the conversation is in the session).
+type ChannelMessage struct {
+	AnsweredAt time.Time `json:"answered_at,omitempty,omitzero"`
+	ChatID     string    `json:"chat_id,omitempty,omitzero"`
+	Error      string    `json:"error,omitempty,omitzero"`
+
+	// MessageID the platform's message identity: Telegram update_id, Slack event_id, Discord or WhatsApp message id
+	MessageID  string    `json:"message_id,omitempty,omitzero"`
+	ReceivedAt time.Time `json:"received_at,omitempty,omitzero"`
+
+	// ReplyIds the platform message ids of the reply's parts
+	ReplyIds []string `json:"reply_ids,omitempty,omitzero"`
+	RunID    string   `json:"run_id,omitempty,omitzero"`
+	Status   string   `json:"status,omitempty,omitzero"`
+	ThreadID string   `json:"thread_id,omitempty,omitzero"`
+	UserID   string   `json:"user_id,omitempty,omitzero"`
+}
+
+// ChannelMessageList defines model for ChannelMessageList.
+type ChannelMessageList struct {
+	Count    int64            `json:"count,omitempty,omitzero"`
+	Messages []ChannelMessage `json:"messages,omitempty,omitzero"`
+}
+
+// ChannelMessageStats Inbound messages recorded for a messaging channel (messaging channels only).
+type ChannelMessageStats struct {
+	Answered      int64     `json:"answered,omitempty,omitzero"`
+	Failed        int64     `json:"failed,omitempty,omitzero"`
+	LastChat      string    `json:"last_chat,omitempty,omitzero"`
+	LastError     string    `json:"last_error,omitempty,omitzero"`
+	LastMessageAt time.Time `json:"last_message_at,omitempty,omitzero"`
+	LastStatus    string    `json:"last_status,omitempty,omitzero"`
+	Received      int64     `json:"received,omitempty,omitzero"`
 }
 
 // ChannelSendRequest defines model for ChannelSendRequest.
@@ -2836,8 +2901,13 @@ type PostApprovalsIDJSONBodyDecision string
 
 // PatchChannelsIDJSONBody defines parameters for PatchChannelsID.
 type PatchChannelsIDJSONBody struct {
-	// Settings keys enabled (boolean), url, method, headers, secret (strings); an empty value clears
+	// Settings Webhook keys: enabled (boolean), url, method, headers, secret (strings); an empty value clears. Messaging keys: enabled, agent, mode, api_base_url, public_url, trigger, allow_groups (boolean), allowed_chats, allowed_users (string arrays), and the credentials bot_token, signing_secret, app_token, secret_token, kept in the secret store ("" clears one, ******** written back keeps it). Every value is checked before anything is stored; the channel restarts with the new settings.
 	Settings map[string]interface{} `json:"settings"`
+}
+
+// GetChannelsIDMessagesParams defines parameters for GetChannelsIDMessages.
+type GetChannelsIDMessagesParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // PostChatStreamParams defines parameters for PostChatStream.
@@ -2908,6 +2978,24 @@ type GetEventsParams struct {
 
 	// LastEventIDHeader the same as last_event_id; wins over it
 	LastEventIDHeader *int64 `json:"Last-Event-ID,omitempty"`
+}
+
+// PostIngressIDJSONBody defines parameters for PostIngressID.
+type PostIngressIDJSONBody map[string]interface{}
+
+// PostIngressIDParams defines parameters for PostIngressID.
+type PostIngressIDParams struct {
+	// XTelegramBotAPISecretToken telegram
+	XTelegramBotAPISecretToken *string `json:"X-Telegram-Bot-Api-Secret-Token,omitempty"`
+
+	// XSlackSignature slack
+	XSlackSignature *string `json:"X-Slack-Signature,omitempty"`
+
+	// XSlackRequestTimestamp slack
+	XSlackRequestTimestamp *string `json:"X-Slack-Request-Timestamp,omitempty"`
+
+	// XSlackRetryNum slack
+	XSlackRetryNum *string `json:"X-Slack-Retry-Num,omitempty"`
 }
 
 // GetLearningFeedbackParams defines parameters for GetLearningFeedback.
@@ -3034,6 +3122,9 @@ type PostCostsEstimateJSONRequestBody = CostEstimateRequest
 
 // PostCostsReconciliationRunJSONRequestBody defines body for PostCostsReconciliationRun for application/json ContentType.
 type PostCostsReconciliationRunJSONRequestBody PostCostsReconciliationRunJSONBody
+
+// PostIngressIDJSONRequestBody defines body for PostIngressID for application/json ContentType.
+type PostIngressIDJSONRequestBody PostIngressIDJSONBody
 
 // PutMCPOwnIDJSONRequestBody defines body for PutMCPOwnID for application/json ContentType.
 type PutMCPOwnIDJSONRequestBody = MCPServerSpec
@@ -3579,6 +3670,18 @@ type ClientInterface interface {
 	// Corresponds with POST /channels/{id}/enable (the `PostChannelsIDEnable` operationId).
 	PostChannelsIDEnable(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetChannelsIDMessages A messaging channel's inbound messages, newest first
+	//
+	// Corresponds with GET /channels/{id}/messages (the `GetChannelsIDMessages` operationId).
+	GetChannelsIDMessages(ctx context.Context, id ChannelID, params *GetChannelsIDMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostChannelsIDPair Start pairing a QR-paired channel (whatsapp; admin)
+	//
+	// Returns at once; pairing runs for up to 3 minutes. Poll GET /channels/{id}: adapter.state is pairing with the QR code's text in adapter.detail.qr (replaced as the platform rotates codes), then paired (adapter.detail.jid is the account) or error (adapter.last_error). The channel must be enabled. A paired device reads and sends as the account that scanned the code, hence admin.
+	//
+	// Corresponds with POST /channels/{id}/pair (the `PostChannelsIDPair` operationId).
+	PostChannelsIDPair(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PostChannelsIDSendWithBody Queue a message as a Delivery workflow (write)
 	//
 	// Takes any type of body and a specified content type.
@@ -3592,6 +3695,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /channels/{id}/send (the `PostChannelsIDSend` operationId).
 	PostChannelsIDSend(ctx context.Context, id ChannelID, body PostChannelsIDSendJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostChannelsIDUnpair Log a QR-paired channel's device out and forget it (whatsapp; admin)
+	//
+	// Corresponds with POST /channels/{id}/unpair (the `PostChannelsIDUnpair` operationId).
+	PostChannelsIDUnpair(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostChatWithBody Chat with an agent (single reply)
 	//
@@ -3789,6 +3897,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /health/ready (the `GetHealthReady` operationId).
 	GetHealthReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostIngressIDWithBody A messaging platform's callback (outside /api/v1, no gateway authentication)
+	//
+	// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+	PostIngressIDWithBody(ctx context.Context, id ChannelID, params *PostIngressIDParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostIngressID A messaging platform's callback (outside /api/v1, no gateway authentication)
+	//
+	// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+	PostIngressID(ctx context.Context, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLearningFeedback Recent feedback with learning proposals (memory:read), newest first
 	//
@@ -4511,6 +4637,38 @@ func (c *Client) PostChannelsIDEnable(ctx context.Context, id ChannelID, reqEdit
 	return c.Client.Do(req)
 }
 
+// GetChannelsIDMessages A messaging channel's inbound messages, newest first
+//
+// Corresponds with GET /channels/{id}/messages (the `GetChannelsIDMessages` operationId).
+func (c *Client) GetChannelsIDMessages(ctx context.Context, id ChannelID, params *GetChannelsIDMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetChannelsIDMessagesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostChannelsIDPair Start pairing a QR-paired channel (whatsapp; admin)
+//
+// Returns at once; pairing runs for up to 3 minutes. Poll GET /channels/{id}: adapter.state is pairing with the QR code's text in adapter.detail.qr (replaced as the platform rotates codes), then paired (adapter.detail.jid is the account) or error (adapter.last_error). The channel must be enabled. A paired device reads and sends as the account that scanned the code, hence admin.
+//
+// Corresponds with POST /channels/{id}/pair (the `PostChannelsIDPair` operationId).
+func (c *Client) PostChannelsIDPair(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostChannelsIDPairRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PostChannelsIDSendWithBody Queue a message as a Delivery workflow (write)
 //
 // Takes any type of body and a specified content type.
@@ -4535,6 +4693,21 @@ func (c *Client) PostChannelsIDSendWithBody(ctx context.Context, id ChannelID, c
 // Corresponds with POST /channels/{id}/send (the `PostChannelsIDSend` operationId).
 func (c *Client) PostChannelsIDSend(ctx context.Context, id ChannelID, body PostChannelsIDSendJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostChannelsIDSendRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostChannelsIDUnpair Log a QR-paired channel's device out and forget it (whatsapp; admin)
+//
+// Corresponds with POST /channels/{id}/unpair (the `PostChannelsIDUnpair` operationId).
+func (c *Client) PostChannelsIDUnpair(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostChannelsIDUnpairRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4982,6 +5155,44 @@ func (c *Client) GetHealthLive(ctx context.Context, reqEditors ...RequestEditorF
 // Corresponds with GET /health/ready (the `GetHealthReady` operationId).
 func (c *Client) GetHealthReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthReadyRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostIngressIDWithBody A messaging platform's callback (outside /api/v1, no gateway authentication)
+//
+// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+func (c *Client) PostIngressIDWithBody(ctx context.Context, id ChannelID, params *PostIngressIDParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostIngressIDRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostIngressID A messaging platform's callback (outside /api/v1, no gateway authentication)
+//
+// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+func (c *Client) PostIngressID(ctx context.Context, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostIngressIDRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6616,6 +6827,101 @@ func NewPostChannelsIDEnableRequest(server string, id ChannelID) (*http.Request,
 	return req, nil
 }
 
+// NewGetChannelsIDMessagesRequest constructs an http.Request for the GetChannelsIDMessages method
+func NewGetChannelsIDMessagesRequest(server string, id ChannelID, params *GetChannelsIDMessagesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/channels/%s/messages", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostChannelsIDPairRequest constructs an http.Request for the PostChannelsIDPair method
+func NewPostChannelsIDPairRequest(server string, id ChannelID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/channels/%s/pair", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPostChannelsIDSendRequest calls the generic PostChannelsIDSend builder with application/json body
 func NewPostChannelsIDSendRequest(server string, id ChannelID, body PostChannelsIDSendJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6659,6 +6965,40 @@ func NewPostChannelsIDSendRequestWithBody(server string, id ChannelID, contentTy
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostChannelsIDUnpairRequest constructs an http.Request for the PostChannelsIDUnpair method
+func NewPostChannelsIDUnpairRequest(server string, id ChannelID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/channels/%s/unpair", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7588,6 +7928,101 @@ func NewGetHealthReadyRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostIngressIDRequest calls the generic PostIngressID builder with application/json body
+func NewPostIngressIDRequest(server string, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostIngressIDRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewPostIngressIDRequestWithBody constructs an http.Request for the PostIngressID method, with any body, and a specified content type
+func NewPostIngressIDRequestWithBody(server string, id ChannelID, params *PostIngressIDParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ingress/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XTelegramBotAPISecretToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Telegram-Bot-Api-Secret-Token", *params.XTelegramBotAPISecretToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Telegram-Bot-Api-Secret-Token", headerParam0)
+		}
+
+		if params.XSlackSignature != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Slack-Signature", *params.XSlackSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Slack-Signature", headerParam1)
+		}
+
+		if params.XSlackRequestTimestamp != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "X-Slack-Request-Timestamp", *params.XSlackRequestTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Slack-Request-Timestamp", headerParam2)
+		}
+
+		if params.XSlackRetryNum != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "X-Slack-Retry-Num", *params.XSlackRetryNum, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Slack-Retry-Num", headerParam3)
+		}
+
 	}
 
 	return req, nil
@@ -9575,6 +10010,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /channels/{id}/enable (the `PostChannelsIDEnable` operationId).
 	PostChannelsIDEnableWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*PostChannelsIDEnableResponse, error)
 
+	// GetChannelsIDMessagesWithResponse A messaging channel's inbound messages, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /channels/{id}/messages (the `GetChannelsIDMessages` operationId).
+	GetChannelsIDMessagesWithResponse(ctx context.Context, id ChannelID, params *GetChannelsIDMessagesParams, reqEditors ...RequestEditorFn) (*GetChannelsIDMessagesResponse, error)
+
+	// PostChannelsIDPairWithResponse Start pairing a QR-paired channel (whatsapp; admin)
+	//
+	// Returns at once; pairing runs for up to 3 minutes. Poll GET /channels/{id}: adapter.state is pairing with the QR code's text in adapter.detail.qr (replaced as the platform rotates codes), then paired (adapter.detail.jid is the account) or error (adapter.last_error). The channel must be enabled. A paired device reads and sends as the account that scanned the code, hence admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /channels/{id}/pair (the `PostChannelsIDPair` operationId).
+	PostChannelsIDPairWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*PostChannelsIDPairResponse, error)
+
 	// PostChannelsIDSendWithBodyWithResponse Queue a message as a Delivery workflow (write)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9588,6 +10039,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /channels/{id}/send (the `PostChannelsIDSend` operationId).
 	PostChannelsIDSendWithResponse(ctx context.Context, id ChannelID, body PostChannelsIDSendJSONRequestBody, reqEditors ...RequestEditorFn) (*PostChannelsIDSendResponse, error)
+
+	// PostChannelsIDUnpairWithResponse Log a QR-paired channel's device out and forget it (whatsapp; admin)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /channels/{id}/unpair (the `PostChannelsIDUnpair` operationId).
+	PostChannelsIDUnpairWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*PostChannelsIDUnpairResponse, error)
 
 	// PostChatWithBodyWithResponse Chat with an agent (single reply)
 	//
@@ -9811,6 +10269,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /health/ready (the `GetHealthReady` operationId).
 	GetHealthReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthReadyResponse, error)
+
+	// PostIngressIDWithBodyWithResponse A messaging platform's callback (outside /api/v1, no gateway authentication)
+	//
+	// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+	PostIngressIDWithBodyWithResponse(ctx context.Context, id ChannelID, params *PostIngressIDParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostIngressIDResponse, error)
+
+	// PostIngressIDWithResponse A messaging platform's callback (outside /api/v1, no gateway authentication)
+	//
+	// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+	PostIngressIDWithResponse(ctx context.Context, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody, reqEditors ...RequestEditorFn) (*PostIngressIDResponse, error)
 
 	// GetLearningFeedbackWithResponse Recent feedback with learning proposals (memory:read), newest first
 	//
@@ -11323,6 +11799,137 @@ func (r PostChannelsIDEnableResponse) ContentType() string {
 	return ""
 }
 
+type GetChannelsIDMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ChannelMessageList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetChannelsIDMessagesResponse) GetJSON200() *ChannelMessageList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetChannelsIDMessagesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetChannelsIDMessagesResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetChannelsIDMessagesResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetChannelsIDMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetChannelsIDMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetChannelsIDMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetChannelsIDMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostChannelsIDPairResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Channel
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostChannelsIDPairResponse) GetJSON200() *Channel {
+	return r.JSON200
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostChannelsIDPairResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostChannelsIDPairResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostChannelsIDPairResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostChannelsIDPairResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostChannelsIDPairResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostChannelsIDPairResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostChannelsIDPairResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostChannelsIDPairResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PostChannelsIDSendResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11397,6 +12004,75 @@ func (r PostChannelsIDSendResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostChannelsIDSendResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostChannelsIDUnpairResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Channel
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostChannelsIDUnpairResponse) GetJSON200() *Channel {
+	return r.JSON200
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostChannelsIDUnpairResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostChannelsIDUnpairResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostChannelsIDUnpairResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostChannelsIDUnpairResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostChannelsIDUnpairResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostChannelsIDUnpairResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostChannelsIDUnpairResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostChannelsIDUnpairResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12546,6 +13222,89 @@ func (r GetHealthReadyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetHealthReadyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostIngressIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *map[string]interface{}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *map[string]interface{}
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *map[string]interface{}
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostIngressIDResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostIngressIDResponse) GetJSON400() *map[string]interface{} {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostIngressIDResponse) GetJSON401() *map[string]interface{} {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostIngressIDResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostIngressIDResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostIngressIDResponse) GetJSON500() *map[string]interface{} {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostIngressIDResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostIngressIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostIngressIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostIngressIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostIngressIDResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15364,6 +16123,34 @@ func (c *ClientWithResponses) PostChannelsIDEnableWithResponse(ctx context.Conte
 	return ParsePostChannelsIDEnableResponse(rsp)
 }
 
+// GetChannelsIDMessagesWithResponse A messaging channel's inbound messages, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /channels/{id}/messages (the `GetChannelsIDMessages` operationId).
+func (c *ClientWithResponses) GetChannelsIDMessagesWithResponse(ctx context.Context, id ChannelID, params *GetChannelsIDMessagesParams, reqEditors ...RequestEditorFn) (*GetChannelsIDMessagesResponse, error) {
+	rsp, err := c.GetChannelsIDMessages(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetChannelsIDMessagesResponse(rsp)
+}
+
+// PostChannelsIDPairWithResponse Start pairing a QR-paired channel (whatsapp; admin)
+//
+// Returns at once; pairing runs for up to 3 minutes. Poll GET /channels/{id}: adapter.state is pairing with the QR code's text in adapter.detail.qr (replaced as the platform rotates codes), then paired (adapter.detail.jid is the account) or error (adapter.last_error). The channel must be enabled. A paired device reads and sends as the account that scanned the code, hence admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /channels/{id}/pair (the `PostChannelsIDPair` operationId).
+func (c *ClientWithResponses) PostChannelsIDPairWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*PostChannelsIDPairResponse, error) {
+	rsp, err := c.PostChannelsIDPair(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostChannelsIDPairResponse(rsp)
+}
+
 // PostChannelsIDSendWithBodyWithResponse Queue a message as a Delivery workflow (write)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -15388,6 +16175,19 @@ func (c *ClientWithResponses) PostChannelsIDSendWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParsePostChannelsIDSendResponse(rsp)
+}
+
+// PostChannelsIDUnpairWithResponse Log a QR-paired channel's device out and forget it (whatsapp; admin)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /channels/{id}/unpair (the `PostChannelsIDUnpair` operationId).
+func (c *ClientWithResponses) PostChannelsIDUnpairWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*PostChannelsIDUnpairResponse, error) {
+	rsp, err := c.PostChannelsIDUnpair(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostChannelsIDUnpairResponse(rsp)
 }
 
 // PostChatWithBodyWithResponse Chat with an agent (single reply)
@@ -15761,6 +16561,36 @@ func (c *ClientWithResponses) GetHealthReadyWithResponse(ctx context.Context, re
 		return nil, err
 	}
 	return ParseGetHealthReadyResponse(rsp)
+}
+
+// PostIngressIDWithBodyWithResponse A messaging platform's callback (outside /api/v1, no gateway authentication)
+//
+// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+func (c *ClientWithResponses) PostIngressIDWithBodyWithResponse(ctx context.Context, id ChannelID, params *PostIngressIDParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostIngressIDResponse, error) {
+	rsp, err := c.PostIngressIDWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostIngressIDResponse(rsp)
+}
+
+// PostIngressIDWithResponse A messaging platform's callback (outside /api/v1, no gateway authentication)
+//
+// Where Telegram (webhook mode: register public_url = <gateway>/ingress/{id}) and Slack (Events API mode: the Request URL) deliver messages. A platform cannot carry the gateway's key, so each request is verified by the platform's own scheme instead: Telegram's X-Telegram-Bot-Api-Secret-Token header must equal the channel's secret_token; Slack's X-Slack-Signature (v0=HMAC-SHA256 of "v0:{X-Slack-Request-Timestamp}:{body}" with the signing secret) must match and the timestamp be within 5 minutes (X-Slack-Retry-Num marks Slack's retries, which join the same work). The answer is sent only after the message is durable work, so a platform that gets no 2xx delivers it again and nothing is answered twice.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
+func (c *ClientWithResponses) PostIngressIDWithResponse(ctx context.Context, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody, reqEditors ...RequestEditorFn) (*PostIngressIDResponse, error) {
+	rsp, err := c.PostIngressID(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostIngressIDResponse(rsp)
 }
 
 // GetLearningFeedbackWithResponse Recent feedback with learning proposals (memory:read), newest first
@@ -17264,6 +18094,107 @@ func ParsePostChannelsIDEnableResponse(rsp *http.Response) (*PostChannelsIDEnabl
 	return response, nil
 }
 
+// ParseGetChannelsIDMessagesResponse parses an HTTP response from a GetChannelsIDMessagesWithResponse call
+func ParseGetChannelsIDMessagesResponse(rsp *http.Response) (*GetChannelsIDMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetChannelsIDMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ChannelMessageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostChannelsIDPairResponse parses an HTTP response from a PostChannelsIDPairWithResponse call
+func ParsePostChannelsIDPairResponse(rsp *http.Response) (*PostChannelsIDPairResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostChannelsIDPairResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Channel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePostChannelsIDSendResponse parses an HTTP response from a PostChannelsIDSendWithResponse call
 func ParsePostChannelsIDSendResponse(rsp *http.Response) (*PostChannelsIDSendResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17293,6 +18224,60 @@ func ParsePostChannelsIDSendResponse(rsp *http.Response) (*PostChannelsIDSendRes
 			return nil, err
 		}
 		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostChannelsIDUnpairResponse parses an HTTP response from a PostChannelsIDUnpairWithResponse call
+func ParsePostChannelsIDUnpairResponse(rsp *http.Response) (*PostChannelsIDUnpairResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostChannelsIDUnpairResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Channel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Error
@@ -18206,6 +19191,86 @@ func ParseGetHealthReadyResponse(rsp *http.Response) (*GetHealthReadyResponse, e
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostIngressIDResponse parses an HTTP response from a PostIngressIDWithResponse call
+func ParsePostIngressIDResponse(rsp *http.Response) (*PostIngressIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostIngressIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+	// Content-type (text/plain) unsupported
+
+	case rsp.StatusCode == 400:
+	// Content-type (text/plain) unsupported
+
+	case rsp.StatusCode == 401:
+	// Content-type (text/plain) unsupported
+
+	case rsp.StatusCode == 500:
+		// Content-type (text/plain) unsupported
 
 	}
 
