@@ -3682,6 +3682,13 @@ type ClientInterface interface {
 	// Corresponds with POST /channels/{id}/pair (the `PostChannelsIDPair` operationId).
 	PostChannelsIDPair(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetChannelsIDQrPng The pairing QR code as a PNG (admin; 404 unless pairing)
+	//
+	// Drawn on the gateway from adapter.detail.qr (the console shows it); not cached, since the code rotates. 404 when the channel is not a QR-paired messaging channel or is not pairing.
+	//
+	// Corresponds with GET /channels/{id}/qr.png (the `GetChannelsIDQrPng` operationId).
+	GetChannelsIDQrPng(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PostChannelsIDSendWithBody Queue a message as a Delivery workflow (write)
 	//
 	// Takes any type of body and a specified content type.
@@ -4659,6 +4666,23 @@ func (c *Client) GetChannelsIDMessages(ctx context.Context, id ChannelID, params
 // Corresponds with POST /channels/{id}/pair (the `PostChannelsIDPair` operationId).
 func (c *Client) PostChannelsIDPair(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostChannelsIDPairRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetChannelsIDQrPng The pairing QR code as a PNG (admin; 404 unless pairing)
+//
+// Drawn on the gateway from adapter.detail.qr (the console shows it); not cached, since the code rotates. 404 when the channel is not a QR-paired messaging channel or is not pairing.
+//
+// Corresponds with GET /channels/{id}/qr.png (the `GetChannelsIDQrPng` operationId).
+func (c *Client) GetChannelsIDQrPng(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetChannelsIDQrPngRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6915,6 +6939,40 @@ func NewPostChannelsIDPairRequest(server string, id ChannelID) (*http.Request, e
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetChannelsIDQrPngRequest constructs an http.Request for the GetChannelsIDQrPng method
+func NewGetChannelsIDQrPngRequest(server string, id ChannelID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/channels/%s/qr.png", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -10026,6 +10084,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /channels/{id}/pair (the `PostChannelsIDPair` operationId).
 	PostChannelsIDPairWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*PostChannelsIDPairResponse, error)
 
+	// GetChannelsIDQrPngWithResponse The pairing QR code as a PNG (admin; 404 unless pairing)
+	//
+	// Drawn on the gateway from adapter.detail.qr (the console shows it); not cached, since the code rotates. 404 when the channel is not a QR-paired messaging channel or is not pairing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /channels/{id}/qr.png (the `GetChannelsIDQrPng` operationId).
+	GetChannelsIDQrPngWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*GetChannelsIDQrPngResponse, error)
+
 	// PostChannelsIDSendWithBodyWithResponse Queue a message as a Delivery workflow (write)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11924,6 +11991,61 @@ func (r PostChannelsIDPairResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostChannelsIDPairResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetChannelsIDQrPngResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetChannelsIDQrPngResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetChannelsIDQrPngResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetChannelsIDQrPngResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetChannelsIDQrPngResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetChannelsIDQrPngResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetChannelsIDQrPngResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetChannelsIDQrPngResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16151,6 +16273,21 @@ func (c *ClientWithResponses) PostChannelsIDPairWithResponse(ctx context.Context
 	return ParsePostChannelsIDPairResponse(rsp)
 }
 
+// GetChannelsIDQrPngWithResponse The pairing QR code as a PNG (admin; 404 unless pairing)
+//
+// Drawn on the gateway from adapter.detail.qr (the console shows it); not cached, since the code rotates. 404 when the channel is not a QR-paired messaging channel or is not pairing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /channels/{id}/qr.png (the `GetChannelsIDQrPng` operationId).
+func (c *ClientWithResponses) GetChannelsIDQrPngWithResponse(ctx context.Context, id ChannelID, reqEditors ...RequestEditorFn) (*GetChannelsIDQrPngResponse, error) {
+	rsp, err := c.GetChannelsIDQrPng(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetChannelsIDQrPngResponse(rsp)
+}
+
 // PostChannelsIDSendWithBodyWithResponse Queue a message as a Delivery workflow (write)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -18182,6 +18319,46 @@ func ParsePostChannelsIDPairResponse(rsp *http.Response) (*PostChannelsIDPairRes
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetChannelsIDQrPngResponse parses an HTTP response from a GetChannelsIDQrPngWithResponse call
+func ParseGetChannelsIDQrPngResponse(rsp *http.Response) (*GetChannelsIDQrPngResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetChannelsIDQrPngResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Error
