@@ -116,11 +116,11 @@ func runChannelTurn(ctx workflow.Context, m ChannelMessage) error {
 // it was in: a part sent is never sent again by a later step. A failed run
 // answers a short notice instead of silence.
 func ChannelTurn(ctx workflow.Context, in ChannelTurnInput) error {
-	stepCtx := workflow.WithActivityOptions(ctx, firingActivityOptions)
+	stepCtx := workflow.WithLocalActivityOptions(ctx, channelStepOptions)
 	prep := in.Prepared
 	if prep == nil {
 		prep = new(ChannelPrepared)
-		if err := workflow.ExecuteActivity(stepCtx, ActivityChannelTurnPrepare, in).Get(ctx, prep); err != nil {
+		if err := workflow.ExecuteLocalActivity(stepCtx, ActivityChannelTurnPrepare, in).Get(ctx, prep); err != nil {
 			return finishChannelTurn(ctx, ChannelFinishInput{In: in, Failed: true, Error: stepError(err).Error()})
 		}
 	}
@@ -161,9 +161,9 @@ func channelTurnTimeout(in ChannelTurnInput) time.Duration {
 func finishChannelTurn(ctx workflow.Context, fin ChannelFinishInput) error {
 	m := fin.In.Message
 	finishCtx, _ := workflow.NewDisconnectedContext(ctx)
-	stepCtx := workflow.WithActivityOptions(finishCtx, firingActivityOptions)
+	stepCtx := workflow.WithLocalActivityOptions(finishCtx, channelStepOptions)
 	var done ChannelFinished
-	if err := workflow.ExecuteActivity(stepCtx, ActivityChannelTurnFinish, fin).Get(finishCtx, &done); err != nil {
+	if err := workflow.ExecuteLocalActivity(stepCtx, ActivityChannelTurnFinish, fin).Get(finishCtx, &done); err != nil {
 		fin.Failed, fin.Error = true, stepError(err).Error()
 	}
 	rec := ChannelRecordInput{Message: m, Status: models.ChannelMessageAnswered, RunID: fin.Run.WorkflowID, Error: fin.Error}
@@ -179,8 +179,7 @@ func finishChannelTurn(ctx workflow.Context, fin ChannelFinishInput) error {
 		}
 		rec.ReplyIDs = append(rec.ReplyIDs, sent.PlatformID)
 	}
-	recordCtx := workflow.WithActivityOptions(finishCtx, firingActivityOptions)
-	if err := workflow.ExecuteActivity(recordCtx, ActivityChannelRecord, rec).Get(finishCtx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(stepCtx, ActivityChannelRecord, rec).Get(finishCtx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not record the message's outcome", "message", m.MessageID, "err", err)
 	}
 	if rec.Status == models.ChannelMessageFailed {
@@ -195,6 +194,17 @@ func replyTo(m ChannelMessage, part int) string {
 		return m.ReplyTo
 	}
 	return ""
+}
+
+// channelStepOptions run the short database steps of a message (prepare,
+// finish, record) as local activities: each is idempotent, and a
+// message's path through Temporal is then the child's start, its LLM
+// turns and its sends, which is most of what a reply waits for.
+var channelStepOptions = workflow.LocalActivityOptions{
+	ScheduleToCloseTimeout: 10 * time.Minute,
+	StartToCloseTimeout:    30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+		NonRetryableErrorTypes: []string{ErrTypeRunLog, ErrTypeRunGone, ErrTypeLLMRejected}},
 }
 
 // channelSendOptions retry a part until ChannelSendWindow has passed:
@@ -212,12 +222,38 @@ var channelSendOptions = workflow.ActivityOptions{
 	},
 }
 
-// sendChannelPart sends one part with ChannelSend.
+// sendChannelPart sends one part with ChannelSend: first once as a local
+// activity (a reply then costs no activity task round trip through the
+// server, most of what a person waits for after the model), and when that
+// fails, as a regular activity retried within the send window, after the
+// platform's retry_after when it asked for one. A refusal is not retried.
+// The duplicate window is the same either way: between the platform
+// taking the part and Temporal recording that it did
+// (docs/channels.md, "Delivery guarantees").
 func sendChannelPart(ctx workflow.Context, in ChannelSendInput) (ChannelSent, error) {
+	var sent ChannelSent
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: channelSendOptions.StartToCloseTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	err := workflow.ExecuteLocalActivity(lctx, ActivityChannelSend, in).Get(ctx, &sent)
+	if err == nil {
+		return sent, nil
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		if app.Type() == ErrTypeChannelRefused || app.NonRetryable() {
+			return sent, err
+		}
+		if d := app.NextRetryDelay(); d > 0 {
+			if err := workflow.Sleep(ctx, min(d, ChannelRetryAfterCap)); err != nil {
+				return sent, err
+			}
+		}
+	}
 	opts := channelSendOptions
 	opts.Summary = "send " + in.Key
-	var sent ChannelSent
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivityChannelSend, in).Get(ctx, &sent)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivityChannelSend, in).Get(ctx, &sent)
 	return sent, err
 }
 
