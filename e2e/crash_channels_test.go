@@ -200,8 +200,11 @@ type pacer struct {
 
 func newPacer(t *testing.T, gap time.Duration) *pacer {
 	p := &pacer{queue: make(chan func(), 1024), done: make(chan struct{})}
-	t.Cleanup(func() { close(p.done) })
+	stopped := make(chan struct{})
+	// The test waits for a post under way: its errors belong to the test.
+	t.Cleanup(func() { close(p.done); <-stopped })
 	go func() {
+		defer close(stopped)
 		for {
 			select {
 			case <-p.done:
@@ -223,21 +226,29 @@ func (p *pacer) later(f func()) { p.queue <- f }
 
 // slackDriver is Slack's Events API: post delivers a signed event_callback
 // to the gateway's /ingress/slack. An event the gateway did not answer 200
-// (it was dead) is kept, as Slack keeps it, and redelivered with
-// X-Slack-Retry-Num once the gateway is back; later events wait behind it
-// so the users' order holds.
+// (it was dead) is kept, as Slack keeps it, and so is every later one
+// (behind it, so the users' order holds); restarted redelivers them in
+// order with X-Slack-Retry-Num, as Slack's retries would.
 type slackDriver struct {
 	fs      *fakeslack.Server
 	chats   []string
 	ingress string
 	pace    *pacer
-	up      chan struct{} // closed by restarted
-	upOnce  sync.Once
-	retried atomic.Int32 // events that needed a redelivery
+	back    atomic.Bool // restarted was called
+
+	mu      sync.Mutex
+	down    bool
+	pending []heldEvent
+	held    int // events held while the gateway was down
+}
+
+type heldEvent struct {
+	ev    fakeslack.Event
+	tries int // deliveries made so far
 }
 
 func newSlackDriver(t *testing.T, fs *fakeslack.Server) *slackDriver {
-	d := &slackDriver{fs: fs, pace: newPacer(t, 100*time.Millisecond), up: make(chan struct{})}
+	d := &slackDriver{fs: fs, pace: newPacer(t, 100*time.Millisecond)}
 	for c := range 3 {
 		d.chats = append(d.chats, fmt.Sprintf("D%X%d", time.Now().UnixNano()%0xFFFFFF, c))
 	}
@@ -258,39 +269,52 @@ func (d *slackDriver) env(gatewayURL string) map[string]string {
 func (d *slackDriver) post(t *testing.T, chat int, text string) {
 	ev := d.fs.Message(d.chats[chat], "im", fmt.Sprintf("U%d", 2000+chat), text)
 	d.pace.later(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-d.pace.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		res := d.fs.Deliver(ctx, d.ingress, ev)
+		d.mu.Lock()
+		if d.down {
+			d.pending = append(d.pending, heldEvent{ev: ev})
+			d.held++
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+		res := d.fs.Deliver(context.Background(), d.ingress, ev)
 		if res.OK {
 			return
 		}
-		d.retried.Add(1)
-		select { // Slack retries later; here: once the gateway is back
-		case <-d.up:
-		case <-ctx.Done():
+		if d.back.Load() {
+			// The restarted gateway is not taking callbacks yet: Slack
+			// keeps retrying.
+			if err := d.redeliver(heldEvent{ev, len(res.Attempts)}); err != nil {
+				t.Error(err)
+			}
 			return
 		}
-		body := d.fs.Callback(ev)
-		for n := len(res.Attempts); ctx.Err() == nil; n++ {
-			h := fakeslack.Sign(slackSecret, body, time.Now())
-			h.Set("X-Slack-Retry-Num", strconv.Itoa(n))
-			h.Set("X-Slack-Retry-Reason", "http_error")
-			if st, _, err := d.fs.PostRaw(ctx, d.ingress, h, body); err == nil && st == http.StatusOK {
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
+		d.mu.Lock()
+		d.down = true
+		d.pending = append(d.pending, heldEvent{ev, len(res.Attempts)})
+		d.held++
+		d.mu.Unlock()
 	})
+}
+
+// redeliver posts a held event with X-Slack-Retry-Num until the gateway
+// answers 200 (a minute at most).
+func (d *slackDriver) redeliver(h heldEvent) error {
+	body := d.fs.Callback(h.ev)
+	deadline := time.Now().Add(time.Minute)
+	for n := max(h.tries, 1); ; n++ {
+		hd := fakeslack.Sign(slackSecret, body, time.Now())
+		hd.Set("X-Slack-Retry-Num", strconv.Itoa(n))
+		hd.Set("X-Slack-Retry-Reason", "http_error")
+		st, _, err := d.fs.PostRaw(context.Background(), d.ingress, hd, body)
+		if err == nil && st == http.StatusOK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("event %s never taken after the restart: %d %v", h.ev.ID, st, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 func (d *slackDriver) sent(chat int) []string {
@@ -311,9 +335,28 @@ func (d *slackDriver) lastSend() (time.Time, int) {
 	return all[len(all)-1].At, len(all)
 }
 
+// restarted redelivers the held events oldest first; new posts keep
+// queueing behind them until none is left.
 func (d *slackDriver) restarted(t *testing.T) {
-	d.upOnce.Do(func() { close(d.up) })
-	t.Logf("%d events were redelivered after the restart", d.retried.Load())
+	d.back.Store(true)
+	for {
+		d.mu.Lock()
+		if len(d.pending) == 0 {
+			d.down = false
+			held := d.held
+			d.mu.Unlock()
+			t.Logf("%d events held while the gateway was down were redelivered", held)
+			return
+		}
+		h := d.pending[0]
+		d.mu.Unlock()
+		if err := d.redeliver(h); err != nil {
+			t.Fatal(err)
+		}
+		d.mu.Lock()
+		d.pending = d.pending[1:]
+		d.mu.Unlock()
+	}
 }
 
 func TestSlackChannelSurvivesGatewayCrash(t *testing.T) {
