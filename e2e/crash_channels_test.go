@@ -313,7 +313,11 @@ func (d *slackDriver) redeliver(h heldEvent) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("event %s never taken after the restart: %d %v", h.ev.ID, st, err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case <-d.pace.done: // the test is over
+			return nil
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 
