@@ -52,6 +52,8 @@ type SentMessage struct {
 	// FailIfNotExists is message_reference.fail_if_not_exists (nil when
 	// absent).
 	FailIfNotExists *bool
+	// At is when the fake accepted it.
+	At time.Time
 }
 
 // PostOption changes a message posted with Post or PostOffline.
@@ -456,7 +458,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, channel s
 	}
 	m := &Message{ID: s.nextID(), ChannelID: channel, GuildID: guild, AuthorID: s.botID, Username: s.botName,
 		AuthorBot: true, Content: body.Content, Timestamp: time.Now().UTC().Truncate(time.Millisecond)}
-	sm := SentMessage{ID: m.ID, ChannelID: channel, Content: body.Content}
+	sm := SentMessage{ID: m.ID, ChannelID: channel, Content: body.Content, At: time.Now()}
 	if body.Ref != nil {
 		sm.ReplyTo, sm.FailIfNotExists = body.Ref.MessageID, body.Ref.FailIfNotExists
 	}

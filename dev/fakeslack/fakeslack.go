@@ -56,6 +56,7 @@ type Post struct {
 	Text     string
 	ThreadTS string
 	TS       string
+	At       time.Time // when the fake accepted it
 }
 
 // Server is a running fake Slack.
@@ -141,6 +142,14 @@ func (s *Server) Sent() []Post {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Post(nil), s.posts...)
+}
+
+// PendingFailures is how many of the 429s FailSends asked for are still
+// to be answered.
+func (s *Server) PendingFailures() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failSends
 }
 
 // FailSends makes the next n chat.postMessage calls answer 429 with
@@ -293,7 +302,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		slackError(w, "msg_too_long")
 		return
 	}
-	post := Post{Channel: p["channel"], Text: p["text"], ThreadTS: p["thread_ts"], TS: s.nextTS()}
+	post := Post{Channel: p["channel"], Text: p["text"], ThreadTS: p["thread_ts"], TS: s.nextTS(), At: time.Now()}
 	s.mu.Lock()
 	s.posts = append(s.posts, post)
 	s.mu.Unlock()

@@ -67,7 +67,7 @@ func TestWebAPIWithTheRealClient(t *testing.T) {
 	_ = json.NewDecoder(hres.Body).Decode(&out)
 	hres.Body.Close()
 	posts := s.Sent()
-	if !out.OK || len(posts) != 2 || posts[0] != (fakeslack.Post{Channel: "C1", Text: "hi", ThreadTS: "1.000001", TS: ts}) ||
+	if !out.OK || len(posts) != 2 || posts[0] != (fakeslack.Post{Channel: "C1", Text: "hi", ThreadTS: "1.000001", TS: ts, At: posts[0].At}) || posts[0].At.IsZero() ||
 		posts[1].Channel != "C2" || posts[1].Text != "json body" || posts[1].TS != out.TS || posts[1].TS <= posts[0].TS {
 		t.Fatalf("posts %+v, json answer %+v", posts, out)
 	}
