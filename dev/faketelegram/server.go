@@ -50,11 +50,14 @@ type Server struct {
 // Start listens on 127.0.0.1 (a free port) and serves one bot per token
 // (DefaultToken when none is given). A token's bot id is its digits
 // before the colon.
-func Start(tokens ...string) (*Server, error) {
+func Start(tokens ...string) (*Server, error) { return Listen("127.0.0.1:0", tokens...) }
+
+// Listen is Start on a given address (dev/cmd/fake-telegram).
+func Listen(addr string, tokens ...string) (*Server, error) {
 	if len(tokens) == 0 {
 		tokens = []string{DefaultToken}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +123,10 @@ func reply(w http.ResponseWriter, result any, e *apiError) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/_fake/") {
+		s.control(w, r)
+		return
+	}
 	// /bot{token}/{method}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/bot")
 	tok, method, ok2 := strings.Cut(rest, "/")

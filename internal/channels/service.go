@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/fault"
@@ -239,13 +240,30 @@ func (s *Service) sink(set Settings, st *Status) Sink {
 			st.SetError(fmt.Errorf("no agent answers this channel (set channels.%s.agent)", set.ID))
 			return nil
 		}
-		m.Text = d.Text
+		m.Text = capText(d.Text)
 		if err := s.Enqueue.Enqueue(ctx, set.ID, set.Agent, m); err != nil {
 			st.SetError(err)
 			return err
 		}
 		return nil
 	}
+}
+
+// MaxInboundText bounds the text of a message handed to an agent: it
+// travels in workflow history (Temporal limits payloads to 2 MB). The
+// platforms bound theirs lower, except WhatsApp.
+const MaxInboundText = 64 << 10
+
+// capText cuts text to MaxInboundText bytes at a rune boundary.
+func capText(text string) string {
+	if len(text) <= MaxInboundText {
+		return text
+	}
+	cut := MaxInboundText
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut]
 }
 
 // adapter is the running adapter of a channel, else a send-only one.
