@@ -18,12 +18,13 @@ import (
 //   - latency: one message at a time, each in its own chat, from the update
 //     being queued at the fake to the reply reaching its sendMessage
 //     (p50, p99);
+//
 //   - throughput: 100 chats x 10 messages queued at once, replies per
 //     second until the last is sent, first with the gateway's send pacing
 //     off (its own capacity), then with Telegram's published limits (1 per
 //     chat per second, 30 per second per bot), which bound it.
 //
-//	go test -run '^$' -bench ChannelTelegram -benchtime 1x ./e2e/
+//     go test -run '^$' -bench ChannelTelegram -benchtime 1x ./e2e/
 func BenchmarkChannelTelegram(b *testing.B) {
 	tg, err := faketelegram.Start()
 	if err != nil {
