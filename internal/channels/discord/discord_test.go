@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentryhq/agentry/dev/fakediscord"
 	"github.com/agentryhq/agentry/internal/channels"
+	"github.com/agentryhq/agentry/internal/channels/channeltest"
 	"github.com/agentryhq/agentry/internal/channels/discord"
 )
 
@@ -24,38 +25,7 @@ const (
 	alice = "800000000000000001"
 )
 
-// memCursors is an in-memory channels.Cursors.
-type memCursors struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func newCursors() *memCursors { return &memCursors{m: map[string]string{}} }
-
-func (c *memCursors) Cursor(_ context.Context, k string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[k], nil
-}
-
-func (c *memCursors) SetCursor(_ context.Context, k, v string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[k] = v
-	return nil
-}
-
-func (c *memCursors) CursorKeys(_ context.Context, prefix string) ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for k := range c.m {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, k)
-		}
-	}
-	return out, nil
-}
+func newCursors() *memCursors { return &memCursors{} }
 
 // sink records what it is handed.
 type sink struct {
@@ -127,29 +97,12 @@ type running struct {
 	done   chan error
 }
 
-type logs struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logs) logf(f string, a ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(f, a...))
-}
-
-func (l *logs) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 func newAdapter(t *testing.T, fk *fakediscord.Server, tok string, cur channels.Cursors) (channels.Adapter, *sink, *channels.Status, *logs) {
 	t.Helper()
 	sk, st, lg := &sink{}, &channels.Status{}, &logs{}
 	a, err := discord.New(channels.Deps{
 		Settings: channels.Settings{ID: "dc", Type: channels.TypeDiscord, BotToken: tok, APIBaseURL: fk.APIBase()},
-		Sink:     sk.take, Cursors: cur, HTTP: &http.Client{Timeout: 10 * time.Second}, Status: st, Logf: lg.logf,
+		Sink:     sk.take, Cursors: cur, HTTP: &http.Client{Timeout: 10 * time.Second}, Status: st, Logf: lg.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +180,7 @@ func TestReceiveMapsMessagesInOrder(t *testing.T) {
 	if v.Received != 13 || v.Detail["bot_user"] != fk.BotName() {
 		t.Fatalf("status %+v", v)
 	}
-	if strings.Contains(r.logs.text(), token) {
+	if strings.Contains(r.logs.Text(), token) {
 		t.Fatal("the token was logged")
 	}
 	r.cancel()
@@ -266,7 +219,7 @@ func TestIgnoresEditsDeletesAndEmptyMessagesAndFlagsSelfAndBots(t *testing.T) {
 	if v.Ignored != 3 || v.Received != 4 {
 		t.Fatalf("status counts ignored=%d received=%d, want 3 and 4", v.Ignored, v.Received)
 	}
-	if l := r.logs.text(); !strings.Contains(l, "ignored edited message") || !strings.Contains(l, "ignored deleted message") ||
+	if l := r.logs.Text(); !strings.Contains(l, "ignored edited message") || !strings.Contains(l, "ignored deleted message") ||
 		!strings.Contains(l, "ignored message without text") || strings.Contains(l, "first, edited") {
 		t.Fatalf("log lines:\n%s", l)
 	}
@@ -473,7 +426,7 @@ func TestRefusedTokenStopsWithUnauthorized(t *testing.T) {
 	if _, err := a.Send(ctx, channels.Outbound{ChatID: "1", Text: "x"}); !errors.As(err, &un) {
 		t.Fatalf("send with a refused token: %v", err)
 	}
-	if strings.Contains(lg.text(), "wrong-token") {
+	if strings.Contains(lg.Text(), "wrong-token") {
 		t.Fatal("the token was logged")
 	}
 }
@@ -506,3 +459,7 @@ func TestNewRejectsBadSettings(t *testing.T) {
 		t.Fatal("ftp api_base_url accepted")
 	}
 }
+
+// Shared with the other adapters' tests.
+type memCursors = channeltest.Cursors
+type logs = channeltest.Logs

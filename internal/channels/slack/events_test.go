@@ -70,7 +70,7 @@ func TestForgedMissingAndStaleSignaturesGet401AndReachNoSink(t *testing.T) {
 	if got := r.sink.all(); len(got) != 1 {
 		t.Fatalf("sink got %d, want 1", len(got))
 	}
-	if strings.Contains(r.logs.text(), secret) || strings.Contains(r.logs.text(), botToken) {
+	if strings.Contains(r.logs.Text(), secret) || strings.Contains(r.logs.Text(), botToken) {
 		t.Error("a secret reached the log")
 	}
 }
@@ -104,8 +104,8 @@ func TestFailingSinkGets500AndSlacksRetryJoinsTheSameMessage(t *testing.T) {
 	if got[1].ChatType != channels.ChatDirect || got[1].Mentioned {
 		t.Errorf("a DM: %+v", got[1])
 	}
-	if !strings.Contains(r.logs.text(), "retry 1, http_error") {
-		t.Errorf("the retry is not logged with its number:\n%s", r.logs.text())
+	if !strings.Contains(r.logs.Text(), "retry 1, http_error") {
+		t.Errorf("the retry is not logged with its number:\n%s", r.logs.Text())
 	}
 	if v := r.status.View(); v.Received != 1 || v.LastError == "" {
 		t.Errorf("status %+v, want 1 received and the sink's error", v)
@@ -161,7 +161,7 @@ func TestEditsDeletionsJoinsAndEmptyMessagesAreIgnoredButAnswered200(t *testing.
 	if v := r.status.View(); v.Ignored != int64(len(ignored)) {
 		t.Errorf("ignored %d, want %d", v.Ignored, len(ignored))
 	}
-	if strings.Contains(r.logs.text(), "edited text") || strings.Contains(r.logs.text(), "has joined") {
+	if strings.Contains(r.logs.Text(), "edited text") || strings.Contains(r.logs.Text(), "has joined") {
 		t.Error("message text reached the log")
 	}
 }

@@ -3,7 +3,6 @@ package slack_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentryhq/agentry/dev/fakeslack"
 	"github.com/agentryhq/agentry/internal/channels"
+	"github.com/agentryhq/agentry/internal/channels/channeltest"
 	slackch "github.com/agentryhq/agentry/internal/channels/slack"
 )
 
@@ -59,23 +59,6 @@ func (s *sink) failNext(n int) {
 	s.fail = n
 }
 
-type logs struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logs) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *logs) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 type rig struct {
 	fake    *fakeslack.Server
 	adapter channels.Adapter
@@ -108,7 +91,7 @@ func newRig(t *testing.T, change func(*channels.Settings)) *rig {
 	}
 	r := &rig{fake: fake, status: &channels.Status{}, sink: &sink{ch: make(chan channels.Inbound, 100)}, logs: &logs{}}
 	a, err := slackch.New(channels.Deps{
-		Settings: settings, Sink: r.sink.take, Status: r.status, Logf: r.logs.logf,
+		Settings: settings, Sink: r.sink.take, Status: r.status, Logf: r.logs.Logf,
 		HTTP: &http.Client{Timeout: 10 * time.Second},
 	})
 	if err != nil {
@@ -164,3 +147,6 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// Shared with the other adapters' tests.
+type logs = channeltest.Logs

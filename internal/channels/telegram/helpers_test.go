@@ -3,7 +3,6 @@ package telegram
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,42 +15,8 @@ import (
 
 	"github.com/agentryhq/agentry/dev/faketelegram"
 	"github.com/agentryhq/agentry/internal/channels"
+	"github.com/agentryhq/agentry/internal/channels/channeltest"
 )
-
-// memCursors is the Cursors store in memory (the gateway's is its
-// database; the adapter only needs get/set).
-type memCursors struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (c *memCursors) Cursor(_ context.Context, key string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[key], nil
-}
-
-func (c *memCursors) SetCursor(_ context.Context, key, value string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]string{}
-	}
-	c.m[key] = value
-	return nil
-}
-
-func (c *memCursors) CursorKeys(_ context.Context, prefix string) ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for k := range c.m {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, k)
-		}
-	}
-	return out, nil
-}
 
 // recorder is a sink that records accepted messages; fail decides per
 // call whether to refuse one (nil: accept all).
@@ -103,23 +68,6 @@ type env struct {
 	logs    *logLines
 }
 
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *logLines) all() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // newEnv starts a fake Telegram and an adapter on it; edit adjusts the
 // settings before New.
 func newEnv(t *testing.T, edit func(*channels.Settings)) *env {
@@ -135,7 +83,7 @@ func newEnv(t *testing.T, edit func(*channels.Settings)) *env {
 		edit(&s)
 	}
 	e.deps = channels.Deps{Settings: s, Sink: e.rec.sink, Cursors: e.cursors, HTTP: &http.Client{Timeout: 40 * time.Second},
-		Status: &channels.Status{}, Logf: e.logs.logf}
+		Status: &channels.Status{}, Logf: e.logs.Logf}
 	ad, err := New(e.deps)
 	if err != nil {
 		t.Fatal(err)
@@ -213,3 +161,7 @@ func updateOf(id string) int64 {
 	v, _ := strconv.ParseInt(n, 10, 64)
 	return v
 }
+
+// Shared with the other adapters' tests.
+type memCursors = channeltest.Cursors
+type logLines = channeltest.Logs

@@ -89,7 +89,7 @@ func TestMappingMentionsSelfBotsAndIgnoredUpdates(t *testing.T) {
 		t.Errorf("status ignored %d, want %d", v.Ignored, len(ignored))
 	}
 	waitFor(t, "the offset past everything", func() bool { return f.ConfirmedOffset() == last+1 })
-	logs := e.logs.all()
+	logs := e.logs.Text()
 	for _, reason := range []string{ignoreEdited, ignoreSticker, ignoreMedia, ignoreService, ignoreEmpty, ignoreChannelPost} {
 		if !strings.Contains(logs, "ignored: "+reason) {
 			t.Errorf("no log line for %q in:\n%s", reason, logs)

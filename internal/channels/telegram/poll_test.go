@@ -128,8 +128,8 @@ func TestGetUpdates429StormPollingContinues(t *testing.T) {
 	if !strings.Contains(v.LastError, "retry after 1s") || v.State != channels.StateConnected {
 		t.Fatalf("status %+v", v)
 	}
-	if !strings.Contains(e.logs.all(), "rate-limited, waiting 1s") {
-		t.Fatalf("logs: %s", e.logs.all())
+	if !strings.Contains(e.logs.Text(), "rate-limited, waiting 1s") {
+		t.Fatalf("logs: %s", e.logs.Text())
 	}
 	// Still polling: a later message arrives too.
 	e.fake.AddMessage(3, "private", 9, "later")
@@ -177,7 +177,7 @@ func TestRefusedTokenStopsReceiveAsUnauthorized(t *testing.T) {
 	if v.State != channels.StateUnauthorized || !strings.Contains(v.LastError, "401") {
 		t.Fatalf("status %+v", v)
 	}
-	if strings.Contains(v.LastError+e.logs.all(), "AAUnknownToken") {
+	if strings.Contains(v.LastError+e.logs.Text(), "AAUnknownToken") {
 		t.Fatal("the token leaked into the status or the log")
 	}
 	if _, err := e.a.Send(context.Background(), channels.Outbound{ChatID: "1", Text: "x"}); !errors.As(err, &unauth) {
@@ -190,11 +190,11 @@ func TestNetworkErrorsAreScrubbedAndRetried(t *testing.T) {
 	e.fake.Close() // nothing listens on the API's address any more
 	e.receive()
 	waitFor(t, "a recorded error", func() bool { return e.deps.Status.View().LastError != "" })
-	waitFor(t, "several attempts", func() bool { return strings.Count(e.logs.all(), "retrying in") >= 3 })
+	waitFor(t, "several attempts", func() bool { return strings.Count(e.logs.Text(), "retrying in") >= 3 })
 	v := e.deps.Status.View()
 	_, sendErr := e.a.Send(context.Background(), channels.Outbound{ChatID: "1", Text: "x"})
 	secret := strings.SplitN(faketelegram.DefaultToken, ":", 2)[1]
-	for _, s := range []string{v.LastError, e.logs.all(), sendErr.Error()} {
+	for _, s := range []string{v.LastError, e.logs.Text(), sendErr.Error()} {
 		if strings.Contains(s, secret) {
 			t.Fatalf("the token leaked: %s", s)
 		}

@@ -171,7 +171,7 @@ func TestHandlerAcknowledgesOnlyAfterTheSink(t *testing.T) {
 	if calls.Load() != 2 || a.deps.Status.View().Ignored != 1 {
 		t.Fatalf("ignored message reached the sink (%d calls) or was not counted", calls.Load())
 	}
-	if l := logs.all(); !strings.Contains(l, "reaction") || strings.Contains(l, "secret-reaction") || strings.Contains(l, "hello") {
+	if l := logs.Text(); !strings.Contains(l, "reaction") || strings.Contains(l, "secret-reaction") || strings.Contains(l, "hello") {
 		t.Fatalf("log lines: %s", l)
 	}
 	// A sink that never accepts: the handler gives up only when Receive

@@ -5,12 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,44 +20,11 @@ import (
 
 	"github.com/agentryhq/agentry/dev/testenv"
 	"github.com/agentryhq/agentry/internal/channels"
+	"github.com/agentryhq/agentry/internal/channels/channeltest"
 	"github.com/agentryhq/agentry/models"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// memCursors is an in-memory channels.Cursors.
-type memCursors struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (c *memCursors) Cursor(_ context.Context, key string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[key], nil
-}
-
-func (c *memCursors) SetCursor(_ context.Context, key, value string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]string{}
-	}
-	c.m[key] = value
-	return nil
-}
-
-func (c *memCursors) CursorKeys(_ context.Context, prefix string) ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for k := range c.m {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, k)
-		}
-	}
-	return out, nil
-}
 
 // openGatewayDB opens the gateway's database the way the gateway does
 // (models.Open) and returns its pool and driver name.
@@ -81,29 +46,12 @@ func openGatewayDB(t *testing.T, driver string) (*sql.DB, string) {
 	return db, st.DriverName()
 }
 
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *logLines) all() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 func newAdapter(t *testing.T, db *sql.DB, dialect string, cur channels.Cursors, sink channels.Sink) (*Adapter, *logLines) {
 	t.Helper()
 	logs := &logLines{}
 	ad, err := New(channels.Deps{
 		Settings: channels.Settings{ID: "wa", Type: channels.TypeWhatsApp, Enabled: true},
-		Sink:     sink, Cursors: cur, Status: &channels.Status{}, Logf: logs.logf,
+		Sink:     sink, Cursors: cur, Status: &channels.Status{}, Logf: logs.Logf,
 	}, db, dialect)
 	if err != nil {
 		t.Fatal(err)
@@ -214,3 +162,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Shared with the other adapters' tests.
+type memCursors = channeltest.Cursors
+type logLines = channeltest.Logs
