@@ -216,3 +216,44 @@ func TestTelegramWebhookModeChecksTheSecretToken(t *testing.T) {
 		t.Fatalf("a forged callback was answered: %+v", got)
 	}
 }
+
+// A bot token Telegram refuses: that channel's status says so (and the
+// token is not in it), and the rest of the gateway (another bot, health)
+// is unaffected.
+func TestTelegramRefusedTokenShowsInStatusAndHurtsNothingElse(t *testing.T) {
+	tg, err := faketelegram.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	const badToken = "999:AAWrongTokenWrongTokenWrongToken000"
+	g := gatewaytest.Start(t, gatewaytest.Options{
+		Agents: map[string]string{"helper.yaml": "id: helper\nllm: {provider: ollama, model: llama3.2}\n"},
+		Config: fmt.Sprintf(`
+channels:
+  telegram: {enabled: true, agent: helper, bot_token: %q, api_base_url: %q}
+  badbot: {type: telegram, enabled: true, agent: helper, bot_token: %q, api_base_url: %q}
+`, faketelegram.DefaultToken, tg.URL(), badToken, tg.URL()),
+	})
+	var view struct {
+		Adapter struct {
+			State     string `json:"state"`
+			LastError string `json:"last_error"`
+		} `json:"adapter"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for view.Adapter.State != "unauthorized" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		json.Unmarshal(g.Do("GET", "/api/v1/channels/badbot", nil).Raw, &view)
+	}
+	if view.Adapter.State != "unauthorized" || view.Adapter.LastError == "" || strings.Contains(view.Adapter.LastError, "WrongToken") {
+		t.Fatalf("the refused bot's status: %+v", view.Adapter)
+	}
+	if r := g.Do("GET", "/health", nil); r.Status != 200 {
+		t.Fatalf("health with a refused bot: %d %s", r.Status, r.Raw)
+	}
+	tg.Bot.AddMessage(7101, "private", 7101, "still here?")
+	if got := waitSent(t, tg.Bot, 7101, 1, 30*time.Second); len(got) != 1 {
+		t.Fatalf("the good bot did not answer: %+v", got)
+	}
+}
