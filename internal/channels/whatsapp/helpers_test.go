@@ -117,7 +117,10 @@ func newFakeWA(t *testing.T, silent bool) *fakeWA {
 		if _, _, err := c.Read(r.Context()); err != nil {
 			return
 		}
-		_ = c.Write(r.Context(), websocket.MessageBinary, []byte("not a handshake"))
+		// A frame as WhatsApp frames them (3-byte length, then the
+		// payload), so the client reads it at once instead of waiting 20 s
+		// for the rest of a frame that never comes.
+		_ = c.Write(r.Context(), websocket.MessageBinary, []byte{0, 0, 1, 'x'})
 		for {
 			if _, _, err := c.Read(r.Context()); err != nil {
 				return
