@@ -22,7 +22,7 @@ func (s *Services) addMessaging() error {
 	s.Messaging = &channels.Service{Config: &cfg.Config, Store: g.Store, Secrets: s.Secrets, Factories: platforms.Factories(db, g.Store.DriverName()),
 		Enqueue: &channels.TemporalEnqueuer{Client: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue},
 		// Long polls wait 25 s; the client allows for them.
-		HTTP: &http.Client{Timeout: 75 * time.Second}, Log: s.log}
+		HTTP: &http.Client{Timeout: 75 * time.Second}, Log: s.log, Agents: s.Agents}
 	s.Channels.Messaging = s.Messaging
 	return nil
 }

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/secrets"
@@ -46,6 +48,12 @@ type Service struct {
 	Enqueue Enqueuer
 	HTTP    *http.Client
 	Log     *slog.Logger
+	// Agents, when set, finds the agent of a channel without an agent
+	// setting: the one enabled agent whose definition lists the channel
+	// id in `channels`.
+	Agents interface {
+		List() []*agentdef.Definition
+	}
 	// Unpaced turns the send pacing off (benchmarks of the gateway's own
 	// capacity; a platform's 429 is still honoured).
 	Unpaced bool
@@ -235,18 +243,44 @@ func (s *Service) sink(set Settings, st *Status) Sink {
 			s.logger().Debug("channel message not answered", "channel", set.ID, "chat", m.ChatID, "message", m.MessageID, "why", d.Reason)
 			return nil
 		}
-		if set.Agent == "" {
+		agent, err := s.agentOf(set)
+		if err != nil {
 			st.Ignored()
-			st.SetError(fmt.Errorf("no agent answers this channel (set channels.%s.agent)", set.ID))
+			st.SetError(err)
 			return nil
 		}
 		m.Text = capText(d.Text)
-		if err := s.Enqueue.Enqueue(ctx, set.ID, set.Agent, m); err != nil {
+		if err := s.Enqueue.Enqueue(ctx, set.ID, agent, m); err != nil {
 			st.SetError(err)
 			return err
 		}
 		return nil
 	}
+}
+
+// agentOf is the agent that answers a channel: its agent setting, else
+// the one enabled agent that lists the channel in its definition's
+// `channels`.
+func (s *Service) agentOf(set Settings) (string, error) {
+	if set.Agent != "" {
+		return set.Agent, nil
+	}
+	var ids []string
+	if s.Agents != nil {
+		for _, d := range s.Agents.List() {
+			if d.IsEnabled() && slices.Contains(d.Channels, set.ID) {
+				ids = append(ids, d.ID)
+			}
+		}
+	}
+	switch len(ids) {
+	case 1:
+		return ids[0], nil
+	case 0:
+		return "", fmt.Errorf("no agent answers this channel: set channels.%s.agent, or list %s in one agent's channels", set.ID, set.ID)
+	}
+	sort.Strings(ids)
+	return "", fmt.Errorf("agents %s all list channel %s: set channels.%s.agent to choose one", strings.Join(ids, ", "), set.ID, set.ID)
 }
 
 // MaxInboundText bounds the text of a message handed to an agent: it

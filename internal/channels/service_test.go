@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/secrets"
@@ -69,6 +70,7 @@ func (q *queued) Enqueue(_ context.Context, channelID, agentID string, m Inbound
 	if q.fail != nil {
 		return q.fail
 	}
+	m.Username = agentID // the test reads which agent got it here
 	q.msgs = append(q.msgs, m)
 	return nil
 }
@@ -228,5 +230,33 @@ func TestSendsAreChecked(t *testing.T) {
 	}
 	if _, err := s.Send(ctx, "telegram", Outbound{ChatID: "c", Text: "hi"}); err != nil || len(ad.sent) != 1 {
 		t.Fatalf("send from a process that does not receive: %v, %d sent", err, len(ad.sent))
+	}
+}
+
+type agentList []*agentdef.Definition
+
+func (l agentList) List() []*agentdef.Definition { return l }
+
+func TestAChannelWithoutAnAgentSettingIsAnsweredByTheAgentThatListsIt(t *testing.T) {
+	s, q, ad := newService(t, "channels:\n  telegram: {enabled: true}\n")
+	s.Agents = agentList{{ID: "other", Channels: []string{"slack"}}, {ID: "tg-agent", Channels: []string{"telegram"}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.Start(ctx)
+	defer s.Stop()
+	ad.inbox <- Inbound{MessageID: "1", ChatID: "c", ChatType: ChatDirect, Text: "hello"}
+	waitUntil(t, "the message queued", func() bool { return len(q.list()) == 1 })
+	if got := q.list()[0].Username; got != "tg-agent" {
+		t.Fatalf("answered by %q", got)
+	}
+	// Two agents list it: ambiguous, not answered, the status says why.
+	s.Agents = agentList{{ID: "a", Channels: []string{"telegram"}}, {ID: "b", Channels: []string{"telegram"}}}
+	ad.inbox <- Inbound{MessageID: "2", ChatID: "c", ChatType: ChatDirect, Text: "hello"}
+	waitUntil(t, "the status to say why", func() bool {
+		v, _ := s.View(ctx, "telegram")
+		return strings.Contains(v.Adapter.LastError, "a, b all list channel telegram")
+	})
+	if len(q.list()) != 1 {
+		t.Fatal("an ambiguous channel answered")
 	}
 }
