@@ -230,6 +230,7 @@ func (a *App) doctorGateway(ctx context.Context, rep *doctorReport, add func(nam
 		add("default provider", checkSkip, "needs working credentials")
 		return
 	}
+	a.doctorChannels(ctx, c, add)
 	d, err := c.Diagnostics(ctx)
 	switch {
 	case apiclient.IsStatus(err, http.StatusNotFound):
@@ -263,4 +264,38 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// doctorChannels warns about enabled messaging channels whose receiver is
+// not connected (refused token, platform unreachable, WhatsApp unpaired).
+func (a *App) doctorChannels(ctx context.Context, c *apiclient.Client, add func(name, status, format string, args ...any)) {
+	l, err := c.Channels(ctx)
+	if err != nil {
+		add("channels", checkWarn, "%v", err)
+		return
+	}
+	var up, down []string
+	for _, ch := range l.Channels {
+		if ch.Type == "webhook" || !ch.Enabled {
+			continue
+		}
+		switch ch.Adapter.State {
+		case "connected", "paired":
+			up = append(up, ch.ID)
+		default:
+			msg := ch.ID + " " + ch.Adapter.State
+			if ch.Adapter.LastError != "" {
+				msg += " (" + ch.Adapter.LastError + ")"
+			}
+			down = append(down, msg)
+		}
+	}
+	switch {
+	case len(down) > 0:
+		add("channels", checkWarn, "not receiving: %s", strings.Join(down, "; "))
+	case len(up) > 0:
+		add("channels", checkOK, "receiving: %s", strings.Join(up, ", "))
+	default:
+		add("channels", checkOK, "no messaging channel enabled")
+	}
 }

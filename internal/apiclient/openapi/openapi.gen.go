@@ -1549,15 +1549,15 @@ type ChannelAdapter struct {
 	// Detail platform fields: whatsapp qr (the QR code's text while pairing; render it as a QR code) and jid (the paired account), the telegram bot's user name ...
 	Detail map[string]string `json:"detail,omitempty,omitzero"`
 
-	// Ignored messages the activation rules dropped (groups without the trigger, users not allowed, the bot's own)
+	// Ignored messages not answered: dropped by the adapter (edits, stickers, service messages) or by the activation rules (groups without the trigger, users not allowed, the bot's own)
 	Ignored     int64     `json:"ignored,omitempty,omitzero"`
 	LastError   string    `json:"last_error,omitempty,omitzero"`
 	LastErrorAt time.Time `json:"last_error_at,omitempty,omitzero"`
 
-	// LastMessageAt the last message handed to an agent
+	// LastMessageAt the last message the adapter handed on
 	LastMessageAt time.Time `json:"last_message_at,omitempty,omitzero"`
 
-	// Received messages handed to an agent since the gateway started
+	// Received messages the adapter handed on since the gateway started (to the agent, or dropped by the activation rules)
 	Received int64 `json:"received,omitempty,omitzero"`
 
 	// Since when the state began
