@@ -78,12 +78,12 @@ func TestServicesBuildFromTheDefaultConfig(t *testing.T) {
 func TestEveryAPIFeatureIsWired(t *testing.T) {
 	s := testServices(t)
 	var wired []string
-	for _, f := range s.Features() {
+	for _, f := range append(s.Features(), s.PublicFeatures()...) {
 		wired = append(wired, reflect.TypeOf(f).Elem().Name())
 	}
 	for _, name := range apiFeatureTypes(t) {
 		if !slices.Contains(wired, name) {
-			t.Errorf("api.%s is not in Services.Features: its routes are not served", name)
+			t.Errorf("api.%s is not in Services.Features or PublicFeatures: its routes are not served", name)
 		}
 	}
 }
