@@ -138,7 +138,7 @@ func TestSlackDirectMessageAndThreadReply(t *testing.T) {
 		got[2].Text != "echo: in the thread" || got[2].ThreadTS != parent.Inner["ts"] {
 		t.Fatalf("posts: %+v", got)
 	}
-	time.Sleep(2 * time.Second) // an answer to the echo would come now
+	time.Sleep(time.Second) // an answer to the echo would come now
 	if n := len(fs.Sent()); n != 3 {
 		t.Fatalf("%d posts, want 3: %+v", n, fs.Sent())
 	}
@@ -172,7 +172,7 @@ func TestSlackUnverifiedCallbacksStartNothing(t *testing.T) {
 	if st, _, err := fs.PostRaw(ctx, url, h, fs.Callback(ev)); err != nil || st != http.StatusUnauthorized {
 		t.Fatalf("signature of another body: %d %v", st, err)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(time.Second)
 	if s := fs.Sent(); len(s) != 0 {
 		t.Fatalf("answered an unverified callback: %+v", s)
 	}
@@ -223,7 +223,7 @@ func TestSlackRetriesAndMentionTwinsAnsweredOnce(t *testing.T) {
 	if got := slackPosts(fs, ch, 1, 60*time.Second); len(got) != 1 || got[0].Text != "echo: what is up" {
 		t.Fatalf("channel posts: %+v", got)
 	}
-	time.Sleep(3 * time.Second) // duplicates would come now
+	time.Sleep(time.Second) // duplicates would come now
 	if s := fs.Sent(); len(s) != 2 {
 		t.Fatalf("%d posts, want 2: %+v", len(s), s)
 	}
@@ -244,7 +244,7 @@ func TestSlackChannelMessagesIgnoredWithoutAllowGroups(t *testing.T) {
 	if got := slackPosts(fs, dm, 1, 60*time.Second); len(got) != 1 || got[0].Text != "echo: but me you answer" {
 		t.Fatalf("DM posts: %+v", got)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(time.Second)
 	if s := fs.Sent(); len(s) != 1 {
 		t.Fatalf("channel messages answered without allow_groups: %+v", s)
 	}
@@ -283,7 +283,7 @@ func TestSlackSocketModeMessageAnswered(t *testing.T) {
 // 429 was answered), none is lost and none doubled.
 func TestSlackRateLimitStormRepliesLateNotLostNotDoubled(t *testing.T) {
 	g, fs := slackGateway(t, "")
-	const storm = 8
+	const storm = 4
 	fs.FailSends(storm, time.Second)
 	var dms []string
 	for i := range 3 {
@@ -308,7 +308,7 @@ func TestSlackRateLimitStormRepliesLateNotLostNotDoubled(t *testing.T) {
 	if n := fs.PendingFailures(); n != 0 {
 		t.Fatalf("%d of the 429s never hit: the storm did not happen", n)
 	}
-	time.Sleep(3 * time.Second) // a doubled reply would come now
+	time.Sleep(time.Second) // a doubled reply would come now
 	if s := fs.Sent(); len(s) != 6 {
 		t.Fatalf("%d posts, want 6: %+v", len(s), s)
 	}

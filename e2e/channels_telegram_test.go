@@ -111,7 +111,7 @@ func TestTelegramActivationRules(t *testing.T) {
 		t.Fatalf("direct replies: %+v", direct)
 	}
 	// Nothing else comes: the ignored ones stay unanswered.
-	time.Sleep(2 * time.Second)
+	time.Sleep(time.Second)
 	if n := len(bot.Sent()); n != 3 {
 		t.Fatalf("%d messages sent in all, want 3: %+v", n, bot.Sent())
 	}
@@ -138,8 +138,8 @@ func TestTelegramActivationRules(t *testing.T) {
 // never stops polling.
 func TestTelegram429StormDelaysRepliesButLosesAndDoublesNone(t *testing.T) {
 	_, bot := telegramGateway(t, "")
-	bot.FailSends(6, time.Second)
-	bot.FailGetUpdates(3, time.Second)
+	bot.FailSends(3, time.Second)
+	bot.FailGetUpdates(2, time.Second)
 	const chatA, chatB = 3001, 3002
 	for i := range 3 {
 		bot.AddMessage(chatA, "private", chatA, fmt.Sprintf("a%d", i))
