@@ -58,6 +58,9 @@ type Service struct {
 	// capacity; a platform's 429 is still honoured).
 	Unpaced bool
 
+	// reloads serialises Reload and Stop: two settings changes of one
+	// channel at once must not leave two receivers of one bot.
+	reloads  sync.Mutex
 	mu       sync.Mutex
 	ctx      context.Context // the gateway's: receivers run under it
 	running  map[string]*running
@@ -119,6 +122,8 @@ func (s *Service) Start(ctx context.Context) {
 
 // Stop stops every receiver and waits for them.
 func (s *Service) Stop() {
+	s.reloads.Lock()
+	defer s.reloads.Unlock()
 	s.mu.Lock()
 	rs := make([]*running, 0, len(s.running))
 	for id, r := range s.running {
@@ -136,6 +141,8 @@ func (s *Service) Stop() {
 // stops it when the channel is disabled. Without Start (a send-only
 // process) it only forgets the cached sender.
 func (s *Service) Reload(ctx context.Context, id string) error {
+	s.reloads.Lock()
+	defer s.reloads.Unlock()
 	set, _, err := s.Settings(ctx, id)
 	if err != nil {
 		return err

@@ -3,9 +3,11 @@ package channels
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,4 +261,43 @@ func TestAChannelWithoutAnAgentSettingIsAnsweredByTheAgentThatListsIt(t *testing
 	if len(q.list()) != 1 {
 		t.Fatal("an ambiguous channel answered")
 	}
+}
+
+// countingAdapter counts the receivers running at once.
+type countingAdapter struct{ running *atomic.Int32 }
+
+func (a countingAdapter) Receive(ctx context.Context) error {
+	a.running.Add(1)
+	defer a.running.Add(-1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (countingAdapter) Send(context.Context, Outbound) (Sent, error) { return Sent{}, nil }
+func (countingAdapter) Limits() Limits                               { return Limits{} }
+
+func TestConcurrentSettingsChangesLeaveOneReceiver(t *testing.T) {
+	s, _, _ := newService(t, "channels:\n  telegram: {enabled: true, agent: helper}\n")
+	var running atomic.Int32
+	s.Factories[TypeTelegram] = func(Deps) (Adapter, error) { return countingAdapter{&running}, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.Start(ctx)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Patch(ctx, "telegram", map[string]any{"trigger": fmt.Sprint("t", i)}, "admin"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	waitUntil(t, "one receiver", func() bool { return running.Load() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if n := running.Load(); n != 1 {
+		t.Fatalf("%d receivers of one bot after concurrent changes", n)
+	}
+	s.Stop()
+	waitUntil(t, "no receiver", func() bool { return running.Load() == 0 })
 }
