@@ -287,7 +287,7 @@ func (a *App) printMessagingChannel(ch *apiclient.Channel) {
 	kv = append(kv, [][2]string{
 		{"last error", lastErr},
 		{"messages", fmt.Sprintf("%d received, %d answered, %d failed", ch.Messages.Received, ch.Messages.Answered, ch.Messages.Failed)},
-		{"ignored", strconv.FormatInt(ch.Adapter.Ignored, 10) + " since start (activation rules)"},
+		{"ignored", strconv.FormatInt(ch.Adapter.Ignored, 10) + " since start (not answered: edits, stickers, the activation rules)"},
 		{"last message", fmtTime(&ch.Messages.LastMessageAt)},
 		{"replies", fmt.Sprintf("%d deliveries, %d failed, %d pending", ch.Status.Deliveries, ch.Status.Failures, ch.Status.Pending)},
 	}...)
