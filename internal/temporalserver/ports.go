@@ -33,6 +33,28 @@ func listen(host string, port int, configKey string) (net.Listener, error) {
 // ports itself, so they are released again before it starts; holding them
 // all at once until then keeps them distinct, and the kernel hands out
 // ephemeral ports spread enough that parallel servers rarely collide.
+// pickPorts is reservePorts (tests replace it to make a collision).
+var pickPorts = reservePorts
+
+// pickedPortTaken tells whether err is Temporal failing to bind one of
+// the ports Start picked (not the frontend port the configuration named).
+func pickedPortTaken(err error, p servicePorts, configuredFrontend int) bool {
+	msg := err.Error()
+	if !strings.Contains(msg, "address already in use") {
+		return false
+	}
+	picked := []int{p.frontendHTTP, p.history, p.matching, p.worker}
+	if configuredFrontend == 0 {
+		picked = append(picked, p.frontend)
+	}
+	for _, port := range picked {
+		if strings.Contains(msg, ":"+strconv.Itoa(port)+":") {
+			return true
+		}
+	}
+	return false
+}
+
 func reservePorts(host string, n int) ([]int, error) {
 	listeners := make([]net.Listener, 0, n)
 	defer func() {

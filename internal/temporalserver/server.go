@@ -142,22 +142,33 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 
 	// Free ports for the frontend (when 0), its HTTP API and the internal
-	// services, reserved together so they differ from each other.
-	ports, err := reservePorts(o.Host, 5)
-	if err != nil {
-		return nil, err
+	// services, reserved together so they differ from each other. A port
+	// picked here is free when picked, not when Temporal binds it: another
+	// process can take it in between (many gateways starting at once on
+	// one machine). Such a collision on a port picked here is retried with
+	// new ones; a taken port the configuration named is not.
+	var srv temporal.Server
+	var p servicePorts
+	for attempt := 1; ; attempt++ {
+		ports, err := pickPorts(o.Host, 5)
+		if err != nil {
+			return nil, err
+		}
+		frontendPort := o.FrontendPort
+		if frontendPort == 0 {
+			frontendPort = ports[4]
+		}
+		p = servicePorts{frontend: frontendPort, frontendHTTP: ports[0], history: ports[1], matching: ports[2], worker: ports[3]}
+		srv, err = startTemporal(ctx, o.Host, p, sqlCfg, dynConfig, logger)
+		if err == nil {
+			break
+		}
+		if attempt >= 3 || !pickedPortTaken(err, p, o.FrontendPort) {
+			return nil, err
+		}
+		o.Logger.Warn("embedded temporal: a port picked for it was taken meanwhile; picking others", "attempt", attempt)
 	}
-	frontendPort := o.FrontendPort
-	if frontendPort == 0 {
-		frontendPort = ports[4]
-	}
-	p := servicePorts{frontend: frontendPort, frontendHTTP: ports[0], history: ports[1], matching: ports[2], worker: ports[3]}
 	frontendAddr := net.JoinHostPort(o.Host, strconv.Itoa(p.frontend))
-
-	srv, err := startTemporal(ctx, o.Host, p, sqlCfg, dynConfig, logger)
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{temporal: srv, frontendAddr: frontendAddr, namespace: o.Namespace, logLevel: level, unlock: unlock}
 	unlock = nil
 

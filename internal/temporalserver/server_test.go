@@ -461,3 +461,29 @@ func TestFrontendBindFailureInsideTemporal(t *testing.T) {
 		t.Fatalf("error = %v (%T), want a bare *PortInUseError", err, err)
 	}
 }
+
+// A port picked for the server that another process takes before Temporal
+// binds it (many gateways starting on one machine) is retried with new
+// ports: the start succeeds instead of failing on a race it cannot see.
+func TestAPickedPortTakenMeanwhileIsPickedAgain(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	taken := busy.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPorts = func(host string, n int) ([]int, error) {
+		calls++
+		ports, err := reservePorts(host, n)
+		if calls == 1 && err == nil {
+			ports[0] = taken // the frontend's HTTP API port, taken meanwhile
+		}
+		return ports, err
+	}
+	t.Cleanup(func() { pickPorts = reservePorts })
+	s := startServer(t, testOptions(t))
+	if calls != 2 || s.FrontendAddress() == "" {
+		t.Fatalf("ports picked %d times, want 2 (one collision, one retry)", calls)
+	}
+}
