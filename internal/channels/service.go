@@ -566,7 +566,7 @@ func (s *Service) Patch(ctx context.Context, id string, settings map[string]any,
 		} else if err := s.Secrets.Set(ctx, secretName(id, k), v); err != nil {
 			return nil, settingError(k, err.Error())
 		}
-		if !contains(secretKeys, k) {
+		if !slices.Contains(secretKeys, k) {
 			secretKeys = append(secretKeys, k)
 		}
 	}
@@ -582,16 +582,7 @@ func (s *Service) Patch(ctx context.Context, id string, settings map[string]any,
 	return s.View(ctx, id)
 }
 
-func isCredential(k string) bool { return contains(credentialKeys, k) }
-
-func contains(l []string, v string) bool {
-	for _, x := range l {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
+func isCredential(k string) bool { return slices.Contains(credentialKeys, k) }
 
 // IsMessaging tells whether id is a messaging channel (delivery.MessagingChannels).
 func (s *Service) IsMessaging(id string) bool { return IsChannel(s.Config, id) }
