@@ -432,6 +432,9 @@ func toolStep(ctx context.Context, log *runlog.Log, tb *agent.Toolbox, dir strin
 		return agent.ToolResult{}, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeRunLog, nil)
 	}
 	call := asked.ToolCalls[in.Index]
+	if snap.Memory != nil {
+		ctx = agent.WithMemoryScope(ctx, *snap.Memory)
+	}
 	res, err := tb.Execute(ctx, dir, snap.Builtins, call)
 	if err != nil {
 		return agent.ToolResult{}, err
