@@ -267,3 +267,42 @@ func TestMemoryTaskRunWrites(t *testing.T) {
 		t.Fatalf("bob's prompt holds alice's memory: %s", lastBody(t, g))
 	}
 }
+
+// agentry memory list|get|delete through the generated client.
+func TestCLIMemory(t *testing.T) {
+	g := memGateway(t, false)
+	h := newHome(t)
+	h.Env["AGENTRY_GATEWAY"] = g.URL()
+	h.Env["AGENTRY_API_KEY"] = memAliceKey
+	w := g.DoAs(memAliceKey, "POST", "/api/v1/memory/entries", map[string]any{"agent_id": "other", "user_id": "ana", "text": "ana prefers short answers"})
+	if w.Status != 201 {
+		t.Fatalf("write: %d %s", w.Status, w.Raw)
+	}
+	id := fmt.Sprint(int64(w.JSON["id"].(float64)))
+	r := h.run("memory", "list", "--agent", "other")
+	expectCode(t, r, 0, "memory list")
+	expectContains(t, r.Stdout, "ana prefers short answers", "memory list row")
+	expectContains(t, r.Stdout, "KIND", "memory list header")
+	r = h.run("--json", "memory", "list", "--agent", "other", "--user", "ana")
+	expectCode(t, r, 0, "memory list --json")
+	if v := r.JSON(t); v["count"] != float64(1) {
+		t.Fatalf("memory list --json: %s", r.Stdout)
+	}
+	r = h.run("memory", "list", "--agent", "other", "--user", "bea")
+	expectCode(t, r, 0, "memory list another user")
+	expectContains(t, r.Stdout, "No memories", "another user's list")
+	r = h.run("memory", "get", id, "--agent", "other")
+	expectCode(t, r, 0, "memory get")
+	expectContains(t, r.Stdout, "ana prefers short answers", "memory get text")
+	r = h.run("memory", "get", id, "--agent", "mem")
+	expectCode(t, r, 1, "memory get of another agent")
+	r = h.runWith(map[string]string{"AGENTRY_API_KEY": memBobKey}, "", "memory", "get", id, "--agent", "other")
+	expectCode(t, r, 1, "bob's memory get")
+	expectContains(t, r.Stderr, "HTTP 404", "bob's memory get")
+	r = h.run("memory", "list")
+	expectCode(t, r, 2, "memory list without --agent")
+	r = h.run("--json", "memory", "delete", id, "--agent", "other")
+	expectCode(t, r, 0, "memory delete")
+	r = h.run("memory", "list", "--agent", "other")
+	expectContains(t, r.Stdout, "No memories", "after delete")
+}
