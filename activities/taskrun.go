@@ -83,7 +83,7 @@ func (a *TaskRunActivities) TaskRunStart(ctx context.Context, ref workflows.RunR
 // TaskRunFinish records the run's outcome (run and task status, terminal
 // event). Repeating it changes nothing.
 func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutcome) error {
-	_, applied, err := a.Store.FinishRun(ctx, o)
+	run, applied, err := a.Store.FinishRun(ctx, o)
 	if errors.Is(err, models.ErrNotFound) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)
 	}
@@ -92,6 +92,9 @@ func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutco
 	}
 	if applied {
 		a.notify()
+		if o.Status == models.RunFinished && run != nil {
+			a.archiveRun(ctx, run.Snapshot, o.Reply) // memory.go
+		}
 	}
 	return nil
 }

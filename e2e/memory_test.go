@@ -162,6 +162,11 @@ func testMemoryAcrossSessions(t *testing.T, postgres bool) {
 		t.Fatalf("archive: %d %s", r.Status, r.Raw)
 	}
 
+	// GET /learning/feedback needs memory:read, which a member lacks.
+	if r := g.DoAs(memAliceKey, "GET", "/api/v1/learning/feedback?agent_id=mem", nil); r.Status != 403 {
+		t.Fatalf("member learning feedback: %d %s", r.Status, r.Raw)
+	}
+
 	// Bad input: over the cap, empty, wrong kind.
 	long := strings.Repeat("x", 201)
 	if r := g.DoAs(memAliceKey, "POST", "/api/v1/memory/entries", map[string]any{"agent_id": "mem", "text": long}); r.Status != 400 || r.JSON["code"] != "memory_too_long" {
@@ -256,6 +261,11 @@ func TestMemoryTaskRunWrites(t *testing.T) {
 	l := g.DoAs(memAliceKey, "GET", "/api/v1/memory/entries?agent_id=tasker&kind=fact", nil)
 	if l.Status != 200 || l.JSON["count"] != float64(1) || !strings.Contains(string(l.Raw), fmt.Sprintf(`"source":"task-%d"`, taskID)) {
 		t.Fatalf("the run's memory: %d %s", l.Status, l.Raw)
+	}
+	// The finished run is archived in the same scope.
+	arch := g.DoAs(memAliceKey, "GET", "/api/v1/memory/entries?agent_id=tasker&kind=archive", nil)
+	if arch.Status != 200 || arch.JSON["count"] != float64(1) || !strings.Contains(string(arch.Raw), "result: Saved it.") {
+		t.Fatalf("the finished run's archive: %d %s", arch.Status, arch.Raw)
 	}
 	// alice's own chat (no user_id: her own memory) sees it; bob's does not.
 	r := g.DoAs(memAliceKey, "POST", "/api/v1/chat", map[string]any{"agent_id": "tasker", "text": "what is due?"})

@@ -18,6 +18,9 @@ type MemoryScope struct {
 	// Source is where memories written in the run come from (a session id,
 	// task-<id>).
 	Source string `json:"source,omitempty"`
+	// Archive: the run's conversation is archived when it finishes (the
+	// agent's memory.archive, else the configuration's).
+	Archive bool `json:"archive,omitempty"`
 }
 
 // Memory is the memory service as the toolbox sees it (internal/memory).
@@ -30,6 +33,9 @@ type Memory interface {
 	// Pinned is the hot-memory block appended to def's system prompt for
 	// scope ("" when there is none).
 	Pinned(ctx context.Context, def *agentdef.Definition, scope MemoryScope) (string, error)
+	// ArchiveConversation keeps a finished conversation of scope
+	// searchable.
+	ArchiveConversation(ctx context.Context, scope MemoryScope, text string) error
 }
 
 type memoryScopeKey struct{}

@@ -96,7 +96,8 @@ func (p Preparer) Prepare(ctx context.Context, req Request) (*Prepared, error) {
 		if req.Who != nil {
 			subject = req.Who.Subject
 		}
-		scope = &agent.MemoryScope{AgentID: def.ID, Subject: subject, UserID: req.MemoryUser, Source: req.MemorySource}
+		scope = &agent.MemoryScope{AgentID: def.ID, Subject: subject, UserID: req.MemoryUser, Source: req.MemorySource,
+			Archive: def.Memory.ArchiveOn(p.Config.Memory.Archive)}
 	}
 	system := def.SystemPrompt
 	if scope != nil {
