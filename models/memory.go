@@ -43,7 +43,7 @@ type MemoryEntry struct {
 	CreatedAt time.Time `json:"created_at"`
 	// UsedAt is when it was written or last returned by a search: hot
 	// memory pins the most recently used facts first.
-	UsedAt time.Time `gorm:"not null" json:"used_at"`
+	UsedAt time.Time `gorm:"not null;index:idx_memory_scope,priority:6" json:"used_at"`
 }
 
 // MemoryScope names one scope of memories.
