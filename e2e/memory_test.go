@@ -250,7 +250,9 @@ func TestMemoryTaskRunWrites(t *testing.T) {
 		t.Fatalf("run: %d %s", run.Status, run.Raw)
 	}
 	done := waitRun(t, g, fmt.Sprintf("/api/v1/workboard/tasks/%d/runs/%d", taskID, int64(run.JSON["id"].(float64))), 60*time.Second,
-		func(r gatewaytest.Response) bool { return r.JSON["status"] == "finished" || r.JSON["status"] == "failed" })
+		func(r gatewaytest.Response) bool {
+			return r.JSON["status"] == "finished" || r.JSON["status"] == "failed"
+		})
 	if done.JSON["status"] != "finished" || done.JSON["reply"] != "Saved it." {
 		t.Fatalf("run %s", done.Raw)
 	}
