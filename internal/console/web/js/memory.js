@@ -6,7 +6,7 @@ import { h, replace, showError, fmtTime, notify } from "./ui.js";
 
 export function render(main) {
   const agentSel = h("select", { id: "memory-agent" });
-  const user = h("input", { id: "memory-user", type: "text", placeholder: "every user", "aria-label": "User" });
+  const user = h("input", { id: "memory-user", type: "text", class: "narrow", placeholder: "every user", "aria-label": "User" });
   const kind = h("select", { id: "memory-kind" }, h("option", { value: "" }, "facts and archive"),
     h("option", { value: "fact" }, "facts"), h("option", { value: "archive" }, "archive"));
   const list = h("div", { class: "table-wrap", id: "memories", "aria-busy": "true" });
