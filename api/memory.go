@@ -60,9 +60,18 @@ func (f *MemoryFeature) service() (*memory.Service, error) {
 	return f.Memory, nil
 }
 
+// callerSubject is the caller's subject ("" without a principal, which
+// every check below then refuses).
+func callerSubject(c *fiber.Ctx) string {
+	if p := Principal(c); p != nil {
+		return p.Subject
+	}
+	return ""
+}
+
 // mayReadMemory: the caller's own subject, or memory:read.
 func mayReadMemory(c *fiber.Ctx, subject string) error {
-	if p := Principal(c); p != nil && p.Subject == subject {
+	if p := Principal(c); p != nil && subject != "" && p.Subject == subject {
 		return nil
 	}
 	return Require(c, auth.PermMemoryRead)
@@ -81,7 +90,7 @@ func (f *MemoryFeature) entries(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	subject := Principal(c).Subject
+	subject := callerSubject(c)
 	if q, ok := c.Queries()["subject"]; ok {
 		subject = q // "" is every subject (memory:read)
 	}
@@ -120,7 +129,7 @@ func (f *MemoryFeature) create(c *fiber.Ctx) error {
 	if b.AgentID == "" {
 		return badRequest("agent_id is required")
 	}
-	e, err := svc.Write(c.UserContext(), agent.MemoryScope{AgentID: b.AgentID, Subject: Principal(c).Subject,
+	e, err := svc.Write(c.UserContext(), agent.MemoryScope{AgentID: b.AgentID, Subject: callerSubject(c),
 		UserID: memory.UserOf(b.UserID), Source: "api"}, b.Text)
 	if err != nil {
 		return err
