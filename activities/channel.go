@@ -76,6 +76,7 @@ func (a *ChannelActivities) ChannelTurnPrepare(ctx context.Context, in workflows
 	sessionID := workflows.ChannelSessionID(m.ChannelID, m.ChatID, m.ThreadID)
 	who := &auth.Principal{Subject: channelSubject(m.ChannelID), Role: auth.RoleMember, Method: "channel"}
 	prep, err := a.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: who, UserText: m.Text,
+		MemoryUser: m.UserID, MemorySource: sessionID,
 		History: func(ctx context.Context) ([]llm.Message, error) { return a.Chat.History(ctx, sessionID) }})
 	var unresolved *runprep.ResolveError
 	if errors.As(err, &unresolved) {

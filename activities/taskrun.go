@@ -83,7 +83,7 @@ func (a *TaskRunActivities) TaskRunStart(ctx context.Context, ref workflows.RunR
 // TaskRunFinish records the run's outcome (run and task status, terminal
 // event). Repeating it changes nothing.
 func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutcome) error {
-	_, applied, err := a.Store.FinishRun(ctx, o)
+	run, applied, err := a.Store.FinishRun(ctx, o)
 	if errors.Is(err, models.ErrNotFound) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)
 	}
@@ -92,6 +92,9 @@ func (a *TaskRunActivities) TaskRunFinish(ctx context.Context, o models.RunOutco
 	}
 	if applied {
 		a.notify()
+		if o.Status == models.RunFinished && run != nil {
+			a.archiveRun(ctx, run.Snapshot, o.Reply) // memory.go
+		}
 	}
 	return nil
 }
@@ -432,6 +435,9 @@ func toolStep(ctx context.Context, log *runlog.Log, tb *agent.Toolbox, dir strin
 		return agent.ToolResult{}, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeRunLog, nil)
 	}
 	call := asked.ToolCalls[in.Index]
+	if snap.Memory != nil {
+		ctx = agent.WithMemoryScope(ctx, *snap.Memory)
+	}
 	res, err := tb.Execute(ctx, dir, snap.Builtins, call)
 	if err != nil {
 		return agent.ToolResult{}, err

@@ -19,6 +19,7 @@ import (
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/llm"
+	"github.com/agentryhq/agentry/internal/memory"
 	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/internal/runprep"
 	"github.com/agentryhq/agentry/models"
@@ -66,6 +67,7 @@ func (a *WebhookRunActivities) WebhookRunPrepare(ctx context.Context, in workflo
 	}
 	who := &auth.Principal{Subject: in.Subject, Role: auth.RoleMember, Method: "webhook"}
 	prep, err := a.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: who, UserText: in.Text,
+		MemoryUser: memory.UserOf(in.UserID), MemorySource: in.SessionID,
 		History: func(ctx context.Context) ([]llm.Message, error) { return a.Chat.History(ctx, in.SessionID) }})
 	var unresolved *runprep.ResolveError
 	if errors.As(err, &unresolved) {

@@ -529,10 +529,10 @@ func TestCLICommands(t *testing.T) {
 	if resp.Status != 400 || len(probs) != 1 || probs[0].(map[string]any)["key"] != "max_turns" || probs[0].(map[string]any)["file"] != "x.yaml" || probs[0].(map[string]any)["line"] != 2.0 {
 		t.Fatalf("invalid definition: %d %s", resp.Status, resp.Raw)
 	}
-	// Roles: a viewer may read agents but not secrets, memory or logs.
+	// Roles: a viewer may read agents but not secrets, the sessions listing or logs.
 	viewer := map[string]string{"AGENTRY_API_KEY": "viewer-key-0123456789"}
 	expectCode(t, h.runWith(viewer, "", "agent", "list"), 0, "viewer agent list")
-	for _, c := range [][]string{{"secret", "list"}, {"memory", "list", "--agent", "alpha"}, {"logs"}, {"agent", "disable", "alpha"}} {
+	for _, c := range [][]string{{"secret", "list"}, {"memory", "sessions", "--agent", "alpha"}, {"logs"}, {"agent", "disable", "alpha"}} {
 		r := h.runWith(viewer, "", c...)
 		expectCode(t, r, 1, "viewer "+strings.Join(c, " "))
 		expectContains(t, r.Stderr, "HTTP 403", "forbidden")
@@ -572,7 +572,7 @@ func TestCLICommands(t *testing.T) {
 	expectCode(t, r, 2, "chat without --agent")
 
 	// memory: the conversations above.
-	hr, jr = ok("memory", "list", "--agent", "alpha")
+	hr, jr = ok("memory", "sessions", "--agent", "alpha")
 	expectContains(t, hr.Stdout, "SESSION", "memory table")
 	expectContains(t, hr.Stdout, "u2", "memory user")
 	if v := jr.JSON(t); v["count"].(float64) < 2 {
@@ -598,7 +598,7 @@ func TestCLICommands(t *testing.T) {
 	if len(jr.JSON(t)["lines"].([]any)) == 0 {
 		t.Fatal(jr)
 	}
-	for _, out := range []string{hr.Stdout, jr.Stdout, h.run("--json", "secret", "list").Stdout, h.run("--json", "memory", "list", "--agent", "alpha").Stdout} {
+	for _, out := range []string{hr.Stdout, jr.Stdout, h.run("--json", "secret", "list").Stdout, h.run("--json", "memory", "sessions", "--agent", "alpha").Stdout} {
 		if strings.Contains(out, secretValue) {
 			t.Fatalf("secret value leaked:\n%s", out)
 		}

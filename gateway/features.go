@@ -39,7 +39,7 @@ func (s *Services) PublicFeatures() []api.Feature {
 func (s *Services) adminFeatures() []api.Feature {
 	fs := []api.Feature{
 		&api.AgentAdminFeature{Files: s.AgentFiles, Chat: s.Chat},
-		&api.MemoryFeature{Store: s.gw.Store},
+		&api.MemoryFeature{Store: s.gw.Store, Memory: s.Memory},
 		&api.SecretsFeature{Secrets: s.Secrets},
 		&api.MCPFeature{Registry: s.MCP},
 		&api.SkillsFeature{Registry: s.Skills, Installer: s.SkillInstaller},

@@ -18,6 +18,7 @@ import (
 	"github.com/agentryhq/agentry/internal/events"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
+	"github.com/agentryhq/agentry/internal/memory"
 	"github.com/agentryhq/agentry/internal/pkginstall"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/runlog"
@@ -83,6 +84,8 @@ type Services struct {
 	// SkillInstaller reviews and installs new ones.
 	Skills         *skills.Registry
 	SkillInstaller *skills.Installer
+	// Memory is what agents with memory remember (internal/memory).
+	Memory *memory.Service
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -115,7 +118,9 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Toolbox.OutputCap = cfg.Runtime.ToolOutputCap
 	s.RunLog = &runlog.Log{Store: g.Store, BlobDir: cfg.Workspace.BlobsDir()}
 	s.addSkills()
-	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
+	s.Memory = memory.New(cfg, g.Store)
+	s.Toolbox.Memory = s.Memory
+	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox, Memory: s.Memory}
 	s.Events = events.New(g.Store, log)
 	if s.Costs, err = NewCosts(ctx, g, s.Agents, s.Events, log); err != nil {
 		cancel()

@@ -74,6 +74,7 @@ var schemaModels = []any{
 	&LearningProposal{},   // chat.go
 	&LedgerEntry{},        // ledger.go
 	&MCPServer{},          // mcp.go
+	&MemoryEntry{},        // memory.go
 	&PackageInstallJob{},  // packageinstall.go
 	&PriceVersion{},       // ledger.go
 	&ProviderUsageLine{},  // reconcile.go
@@ -115,6 +116,8 @@ var dataMigrations = []dataMigration{
 		Up: dropIndexes("idx_chat_sessions_agent_id")},
 	{Version: 11, Name: "chat_sessions: an index on (agent_id, updated_at) for GET /memory?agent_id=",
 		Up: indexSessionsByAgent}, // chat_index.go
+	{Version: 12, Name: "memory_entries: the full-text index (FTS5 on SQLite, tsvector on PostgreSQL)",
+		Up: memoryFullText}, // memory.go
 }
 
 // migrate brings the schema of s up to date with models and steps (sorted

@@ -210,6 +210,9 @@ type RunSnapshot struct {
 	// Builtins are the tool grants: builtin names and mcp__<server>__*
 	// patterns (Definition.ToolGrants).
 	Builtins []string `json:"builtins"`
+	// Memory is the memory scope of an agent with memory (its tools read
+	// and write it); nil otherwise.
+	Memory *agent.MemoryScope `json:"memory,omitempty"`
 }
 
 // LLMTurnInput is one LLM turn of a durable run. The conversation is not

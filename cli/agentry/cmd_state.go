@@ -14,16 +14,18 @@ import (
 	"github.com/agentryhq/agentry/internal/apiclient"
 )
 
-func (a *App) memoryCommand() *cobra.Command {
+// memorySessionsCommand lists the conversations the gateway keeps
+// (GET /memory; before issue 45 this was `memory list`).
+func (a *App) memorySessionsCommand() *cobra.Command {
 	var agentID string
 	var limit int
 	list := &cobra.Command{
-		Use:   "list --agent ID",
+		Use:   "sessions --agent ID",
 		Short: "List an agent's remembered conversations (needs memory:read)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agentID == "" {
-				return usagef("memory list needs --agent ID")
+				return usagef("memory sessions needs --agent ID")
 			}
 			c, err := a.client(0)
 			if err != nil {
@@ -51,7 +53,7 @@ func (a *App) memoryCommand() *cobra.Command {
 	}
 	list.Flags().StringVar(&agentID, "agent", "", "agent id (required)")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many sessions, newest first")
-	return group("memory", "Inspect what agents remember", list)
+	return list
 }
 
 func (a *App) scheduleCommand() *cobra.Command {

@@ -76,6 +76,9 @@ type Toolbox struct {
 	OutputCap int
 	// Skills runs skill tools and holds their instructions; nil: none.
 	Skills *skills.Registry
+	// Memory runs the memory tools and pins hot memory (memorytools.go);
+	// nil: no agent has memory.
+	Memory Memory
 }
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
@@ -88,7 +91,7 @@ func (t *Toolbox) Tools(def *agentdef.Definition) []llm.Tool {
 	if t != nil && t.Skills != nil {
 		tools = append(tools, t.Skills.Tools(def.Skills)...)
 	}
-	return tools
+	return append(tools, t.memoryTools(def)...)
 }
 
 // SystemPrompt is the agent's system prompt followed by the instructions
@@ -172,6 +175,11 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		}
 		res, err := t.Skills.Call(ctx, call.Name, call.Arguments)
 		return ToolResult{Content: CapOutput(res.Content, t.OutputCap), IsError: res.IsError}, err
+	}
+	if isMemoryTool(call.Name) {
+		res, err := t.callMemory(ctx, call)
+		res.Content = CapOutput(res.Content, t.OutputCap)
+		return res, err
 	}
 	var res ToolResult
 	var err error

@@ -54,6 +54,8 @@ type Definition struct {
 	// Approvals names the tools a person must approve before a durable run
 	// (task run, scheduled firing) executes them; chat refuses them.
 	Approvals *Approvals `yaml:"approvals,omitempty" json:"approvals,omitempty"`
+	// Memory opts the agent into memory (memory.go): true or a block.
+	Memory *Memory `yaml:"memory,omitempty" json:"memory,omitempty"`
 
 	// File is where the definition was read from.
 	File string `yaml:"-" json:"-"`
@@ -121,7 +123,7 @@ func (d *Definition) ToolGrants() []string {
 	for _, name := range d.Skills {
 		out = append(out, toolgrant.Skill(name))
 	}
-	return out
+	return append(out, d.Memory.MemoryTools()...)
 }
 
 // Known builtin tools.

@@ -25,6 +25,7 @@ import (
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
+	"github.com/agentryhq/agentry/internal/memory"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/models"
 )
@@ -39,6 +40,9 @@ type Service struct {
 	Router  *llm.Router
 	Store   models.ChatStore
 	Toolbox *agent.Toolbox
+	// Memory archives the finished exchanges of agents with memory (nil:
+	// none); the toolbox's Memory pins and runs the rest.
+	Memory *memory.Service
 
 	locks sessionLocks
 }
@@ -179,15 +183,20 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		runID, responseID = NewRunIDs()
 	}
 	started := time.Now().UTC()
+	scope := agent.MemoryScope{AgentID: def.ID, Subject: subject, UserID: memory.UserOf(req.UserID), Source: sessionID}
+	system, err := s.Toolbox.SystemPromptWithMemory(ctx, def, true, scope)
+	if err != nil {
+		return nil, fmt.Errorf("read the agent's memory: %w", err)
+	}
 	// The exchange is saved below through the same writer before the reply
 	// is sent, so the LLM calls' settlements need not wait for their own
 	// commit (models.CommitLater).
-	ex := &inProcess{ctx: models.CommitLater(ctx), svc: s, def: def, set: set, onDelta: onDelta,
+	ex := &inProcess{ctx: agent.WithMemoryScope(models.CommitLater(ctx), scope), svc: s, def: def, set: set, onDelta: onDelta,
 		meta: llm.CallMeta{Subject: auth.FromContext(ctx).CostSubject(req.UserID), Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
 			Source: req.Source, Trigger: triggerOf(req.Source), DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
 	defer s.Store.FlushLater(detached.Context(ex.ctx)) // nothing left once the exchange is saved
 	out, runErr := agent.Run(ex, agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: s.Toolbox.SystemPrompt(def), History: history, UserText: req.Text,
+		Provider: set.Provider, Model: set.Model, SystemPrompt: system, History: history, UserText: req.Text,
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
 	})
 	finished := time.Now().UTC()
@@ -226,6 +235,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	if runErr != nil {
 		return nil, runErr
 	}
+	s.archive(ctx, def, scope, req.Text, out.Reply)
 	return &Reply{Reply: out.Reply, SessionID: sessionID, RunID: runID, ResponseID: responseID, Usage: out.Usage, Files: out.Files, StopReason: out.StopReason}, nil
 }
 

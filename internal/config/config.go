@@ -17,7 +17,7 @@ type Config struct {
 	LLM           LLMConfig         `yaml:"llm" env:", prefix=LLM_"`
 	Channels      ChannelsConfig    `yaml:"channels" env:", prefix=CHANNELS_"`
 	MCP           map[string]any    `yaml:"mcp,omitempty"`
-	Memory        map[string]any    `yaml:"memory,omitempty"`
+	Memory        MemoryConfig      `yaml:"memory" env:", prefix=MEMORY_"`
 	Storage       StorageConfig     `yaml:"storage" env:", prefix=STORAGE_"`
 	Vector        map[string]any    `yaml:"vector,omitempty"`
 	Queue         map[string]any    `yaml:"queue,omitempty"`

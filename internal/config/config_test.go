@@ -242,7 +242,7 @@ func TestRefusesBadValues(t *testing.T) {
 
 func TestUnknownKeysAreKept(t *testing.T) {
 	var cfg Config = Defaults()
-	err := Parse([]byte("memory:\n  hot_size: 20\nserver:\n  experimental: true\nfuture_key: {a: 1}\n"), "c.yaml", &cfg)
+	err := Parse([]byte("mcp:\n  hot_size: 20\nserver:\n  experimental: true\nfuture_key: {a: 1}\n"), "c.yaml", &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +250,8 @@ func TestUnknownKeysAreKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tree["memory"].(map[string]any)["hot_size"] != 20 {
-		t.Errorf("memory.hot_size lost: %v", tree["memory"])
+	if tree["mcp"].(map[string]any)["hot_size"] != 20 {
+		t.Errorf("mcp.hot_size lost: %v", tree["mcp"])
 	}
 	if tree["server"].(map[string]any)["experimental"] != true {
 		t.Errorf("server.experimental lost: %v", tree["server"])

@@ -39,6 +39,7 @@ func Defaults() Config {
 				"ollama": {Type: "ollama", BaseURL: "http://127.0.0.1:11434", Local: true, DefaultModel: "llama3.2"},
 			},
 		},
+		Memory:      defaultMemory(),
 		Storage:     StorageConfig{Backend: "sqlite"},
 		Auth:        AuthConfig{Mode: "apikey", JWT: JWTConfig{AccessTTL: 15 * time.Minute, RefreshTTL: 30 * 24 * time.Hour, RoleClaim: "role"}},
 		Credentials: CredentialsConfig{Provider: "local"},

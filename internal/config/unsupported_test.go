@@ -136,6 +136,9 @@ var effective = map[string][2]string{
 	"server.host":                                      {"gateway/gateway.go", "Server.Host"},
 	"server.max_body_bytes":                            {"api/server.go", "MaxBodyBytes"},
 	"server.memory_limit":                              {"cli/agentryd/gc.go", "MemoryLimit"},
+	"memory.hot_memory_chars":                          {"internal/memory/service.go", "HotMemoryChars"},
+	"memory.file_memory_dir":                           {"internal/config/memory.go", "FileMemoryDir"},
+	"memory.archive":                                   {"internal/memory/service.go", "Archive"},
 	"server.port":                                      {"gateway/gateway.go", "Server.Port"},
 	"server.shutdown_timeout":                          {"gateway/gateway.go", "ShutdownTimeout"},
 	"server.tls.cert_file":                             {"api/server.go", "TLS.CertFile"},
@@ -220,7 +223,7 @@ var setUnsupported = map[string]func(c *Config){
 	"runtime.python_path":            func(c *Config) { c.Runtime.PythonPath = "/usr/bin/python3" },
 	"runtime.sandbox":                func(c *Config) { c.Runtime.Sandbox = map[string]any{"memory_mb": 256} },
 	"runtime.system_tools":           func(c *Config) { c.Runtime.SystemTools = []string{"shell"} },
-	"memory":                         func(c *Config) { c.Memory = map[string]any{"hot_size": 20} },
+	"memory.vector":                  func(c *Config) { c.Memory.Vector = true },
 	"knowledge":                      func(c *Config) { c.Knowledge = map[string]any{"db_path": "k.db"} },
 	"vector":                         func(c *Config) { c.Vector = map[string]any{"backend": "qdrant"} },
 	"executor":                       func(c *Config) { c.Executor = map[string]any{"type": "docker"} },
@@ -264,7 +267,7 @@ func TestMixedConfigNamesEveryUnsupportedKeyInOneError(t *testing.T) {
 runtime:
   max_turns: 4
   python_path: /usr/bin/python3
-memory: {hot_size: 20}
+memory: {vector: true}
 channels:
   webhook: {enabled: false}
   slack: {bot_token: xoxb}
@@ -276,7 +279,7 @@ log: {level: debug}
 	if err == nil {
 		t.Fatal("a configuration with unsupported keys loaded")
 	}
-	want := "not supported yet: runtime.python_path, memory, credentials.provider, plugin_dirs ("
+	want := "not supported yet: runtime.python_path, memory.vector, credentials.provider, plugin_dirs ("
 	if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "not supported yet") != 1 {
 		t.Fatalf("want one error %q..., got %v", want, err)
 	}

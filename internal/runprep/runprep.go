@@ -12,6 +12,7 @@ package runprep
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/agentdef"
@@ -49,6 +50,11 @@ type Request struct {
 	SkillInstructions bool
 	// UserText is the run's first user message.
 	UserText string
+	// MemoryUser and MemorySource scope the memory of an agent with
+	// memory: the end user the principal speaks for ("" the principal
+	// itself) and where the run's memories come from (task-<id>, a
+	// session id). The scope is the principal's subject and this user.
+	MemoryUser, MemorySource string
 	// History, when set, loads the conversation so far. It is called only
 	// once the agent resolved: a run that cannot start reads nothing.
 	History func(ctx context.Context) ([]llm.Message, error)
@@ -84,11 +90,26 @@ func (p Preparer) Prepare(ctx context.Context, req Request) (*Prepared, error) {
 			return nil, err
 		}
 	}
+	var scope *agent.MemoryScope
+	if def.Memory.On() {
+		subject := "anonymous"
+		if req.Who != nil {
+			subject = req.Who.Subject
+		}
+		scope = &agent.MemoryScope{AgentID: def.ID, Subject: subject, UserID: req.MemoryUser, Source: req.MemorySource,
+			Archive: def.Memory.ArchiveOn(p.Config.Memory.Archive)}
+	}
 	system := def.SystemPrompt
-	if req.SkillInstructions {
+	if scope != nil {
+		// The hot memories as of now are part of the snapshot: a retry
+		// sends the same prompt.
+		if system, err = p.Toolbox.SystemPromptWithMemory(ctx, def, req.SkillInstructions, *scope); err != nil {
+			return nil, fmt.Errorf("read the agent's memory: %w", err)
+		}
+	} else if req.SkillInstructions {
 		system = p.Toolbox.SystemPrompt(def)
 	}
-	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Agent: agent.Input{
+	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Memory: scope, Agent: agent.Input{
 		Provider: set.Provider, Model: set.Model, SystemPrompt: system, History: history, UserText: req.UserText,
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,
 		MaxTurns: set.MaxTurns, PromptCaching: set.Caching,

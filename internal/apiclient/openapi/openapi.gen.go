@@ -717,6 +717,24 @@ func (e MCPServerSpecTransport) Valid() bool {
 	}
 }
 
+// Defines values for MemoryEntryKind.
+const (
+	MemoryEntryKindArchive MemoryEntryKind = "archive"
+	MemoryEntryKindFact    MemoryEntryKind = "fact"
+)
+
+// Valid indicates whether the value is a known member of the MemoryEntryKind enum.
+func (e MemoryEntryKind) Valid() bool {
+	switch e {
+	case MemoryEntryKindArchive:
+		return true
+	case MemoryEntryKindFact:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PackageInstallJobStatus.
 const (
 	PackageInstallJobStatusFailed    PackageInstallJobStatus = "failed"
@@ -1248,6 +1266,24 @@ func (e GetCostsCallsParamsOutcome) Valid() bool {
 	case GetCostsCallsParamsOutcomeTimeout:
 		return true
 	case GetCostsCallsParamsOutcomeUnsettled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetMemoryEntriesParamsKind.
+const (
+	GetMemoryEntriesParamsKindArchive GetMemoryEntriesParamsKind = "archive"
+	GetMemoryEntriesParamsKindFact    GetMemoryEntriesParamsKind = "fact"
+)
+
+// Valid indicates whether the value is a known member of the GetMemoryEntriesParamsKind enum.
+func (e GetMemoryEntriesParamsKind) Valid() bool {
+	switch e {
+	case GetMemoryEntriesParamsKindArchive:
+		return true
+	case GetMemoryEntriesParamsKindFact:
 		return true
 	default:
 		return false
@@ -2278,6 +2314,38 @@ type MCPServerSpec struct {
 // MCPServerSpecTransport defines model for MCPServerSpec.Transport.
 type MCPServerSpecTransport string
 
+// MemoryEntry one memory of an agent with memory (docs/memory.md)
+type MemoryEntry struct {
+	AgentID   string    `json:"agent_id,omitempty,omitzero"`
+	CreatedAt time.Time `json:"created_at,omitempty,omitzero"`
+	ID        int64     `json:"id,omitempty,omitzero"`
+
+	// Kind fact: memory_write (pinned while it fits hot memory); archive: a finished conversation
+	Kind MemoryEntryKind `json:"kind,omitempty,omitzero"`
+
+	// Source session id, task-<id> or api
+	Source string `json:"source,omitempty,omitzero"`
+
+	// Subject the authenticated subject whose memory it is
+	Subject string `json:"subject,omitempty,omitzero"`
+	Text    string `json:"text,omitempty,omitzero"`
+
+	// UsedAt written or last found by a search; hot memory pins the most recent first
+	UsedAt time.Time `json:"used_at,omitempty,omitzero"`
+
+	// UserID the end user the subject named ("" the subject itself)
+	UserID string `json:"user_id,omitempty,omitzero"`
+}
+
+// MemoryEntryKind fact: memory_write (pinned while it fits hot memory); archive: a finished conversation
+type MemoryEntryKind string
+
+// MemoryEntryList defines model for MemoryEntryList.
+type MemoryEntryList struct {
+	Count    int64         `json:"count,omitempty,omitzero"`
+	Memories []MemoryEntry `json:"memories,omitempty,omitzero"`
+}
+
 // MemoryList defines model for MemoryList.
 type MemoryList struct {
 	Count    int64           `json:"count,omitempty,omitzero"`
@@ -3025,6 +3093,31 @@ type GetMemoryParams struct {
 	Limit   *int64  `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// GetMemoryEntriesParams defines parameters for GetMemoryEntries.
+type GetMemoryEntriesParams struct {
+	AgentID string `form:"agent_id" json:"agent_id"`
+
+	// Subject whose memories (default: the caller's subject; another, or empty for every subject, needs memory:read)
+	Subject *string `form:"subject,omitempty" json:"subject,omitempty"`
+
+	// UserID one end user of the subject (absent: every user; empty or api-user: the subject's own)
+	UserID *string                     `form:"user_id,omitempty" json:"user_id,omitempty"`
+	Kind   *GetMemoryEntriesParamsKind `form:"kind,omitempty" json:"kind,omitempty"`
+	Limit  *int64                      `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetMemoryEntriesParamsKind defines parameters for GetMemoryEntries.
+type GetMemoryEntriesParamsKind string
+
+// PostMemoryEntriesJSONBody defines parameters for PostMemoryEntries.
+type PostMemoryEntriesJSONBody struct {
+	AgentID string `json:"agent_id"`
+
+	// Text at most memory.hot_memory_chars characters
+	Text   string `json:"text"`
+	UserID string `json:"user_id,omitempty,omitzero"`
+}
+
 // PutSecretsNameJSONBody defines parameters for PutSecretsName.
 type PutSecretsNameJSONBody struct {
 	// Value at most 64 KiB
@@ -3128,6 +3221,9 @@ type PostIngressIDJSONRequestBody PostIngressIDJSONBody
 
 // PutMCPOwnIDJSONRequestBody defines body for PutMCPOwnID for application/json ContentType.
 type PutMCPOwnIDJSONRequestBody = MCPServerSpec
+
+// PostMemoryEntriesJSONRequestBody defines body for PostMemoryEntries for application/json ContentType.
+type PostMemoryEntriesJSONRequestBody PostMemoryEntriesJSONBody
 
 // PostPackageInstallsJSONRequestBody defines body for PostPackageInstalls for application/json ContentType.
 type PostPackageInstallsJSONRequestBody = PackageInstallRequest
@@ -3984,6 +4080,35 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /memory (the `GetMemory` operationId).
 	GetMemory(ctx context.Context, params *GetMemoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMemoryEntries Memories of an agent, most recently used first (your own subject's; another's needs memory:read)
+	//
+	// Corresponds with GET /memory/entries (the `GetMemoryEntries` operationId).
+	GetMemoryEntries(ctx context.Context, params *GetMemoryEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostMemoryEntriesWithBody Store a fact in your own memory of an agent (write)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+	PostMemoryEntriesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostMemoryEntries Store a fact in your own memory of an agent (write)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+	PostMemoryEntries(ctx context.Context, body PostMemoryEntriesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteMemoryEntriesID Forget one memory (write; another subject's needs memory:read too)
+	//
+	// Corresponds with DELETE /memory/entries/{id} (the `DeleteMemoryEntriesID` operationId).
+	DeleteMemoryEntriesID(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMemoryEntriesID One memory (another subject's needs memory:read; without it, 404)
+	//
+	// Corresponds with GET /memory/entries/{id} (the `GetMemoryEntriesID` operationId).
+	GetMemoryEntriesID(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMetrics Prometheus metrics (outside /api/v1; needs the API key unless telemetry.metrics.public)
 	//
@@ -5379,6 +5504,85 @@ func (c *Client) PutMCPOwnID(ctx context.Context, id string, body PutMCPOwnIDJSO
 // Corresponds with GET /memory (the `GetMemory` operationId).
 func (c *Client) GetMemory(ctx context.Context, params *GetMemoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetMemoryRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMemoryEntries Memories of an agent, most recently used first (your own subject's; another's needs memory:read)
+//
+// Corresponds with GET /memory/entries (the `GetMemoryEntries` operationId).
+func (c *Client) GetMemoryEntries(ctx context.Context, params *GetMemoryEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMemoryEntriesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostMemoryEntriesWithBody Store a fact in your own memory of an agent (write)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+func (c *Client) PostMemoryEntriesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostMemoryEntriesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostMemoryEntries Store a fact in your own memory of an agent (write)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+func (c *Client) PostMemoryEntries(ctx context.Context, body PostMemoryEntriesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostMemoryEntriesRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteMemoryEntriesID Forget one memory (write; another subject's needs memory:read too)
+//
+// Corresponds with DELETE /memory/entries/{id} (the `DeleteMemoryEntriesID` operationId).
+func (c *Client) DeleteMemoryEntriesID(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteMemoryEntriesIDRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMemoryEntriesID One memory (another subject's needs memory:read; without it, 404)
+//
+// Corresponds with GET /memory/entries/{id} (the `GetMemoryEntriesID` operationId).
+func (c *Client) GetMemoryEntriesID(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMemoryEntriesIDRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -8522,6 +8726,212 @@ func NewGetMemoryRequest(server string, params *GetMemoryParams) (*http.Request,
 	return req, nil
 }
 
+// NewGetMemoryEntriesRequest constructs an http.Request for the GetMemoryEntries method
+func NewGetMemoryEntriesRequest(server string, params *GetMemoryEntriesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/memory/entries")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "agent_id", params.AgentID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Subject != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "subject", *params.Subject, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UserID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "user_id", *params.UserID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostMemoryEntriesRequest calls the generic PostMemoryEntries builder with application/json body
+func NewPostMemoryEntriesRequest(server string, body PostMemoryEntriesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostMemoryEntriesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostMemoryEntriesRequestWithBody constructs an http.Request for the PostMemoryEntries method, with any body, and a specified content type
+func NewPostMemoryEntriesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/memory/entries")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteMemoryEntriesIDRequest constructs an http.Request for the DeleteMemoryEntriesID method
+func NewDeleteMemoryEntriesIDRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/memory/entries/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMemoryEntriesIDRequest constructs an http.Request for the GetMemoryEntriesID method
+func NewGetMemoryEntriesIDRequest(server string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/memory/entries/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetMetricsRequest constructs an http.Request for the GetMetrics method
 func NewGetMetricsRequest(server string) (*http.Request, error) {
 	var err error
@@ -10432,6 +10842,41 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /memory (the `GetMemory` operationId).
 	GetMemoryWithResponse(ctx context.Context, params *GetMemoryParams, reqEditors ...RequestEditorFn) (*GetMemoryResponse, error)
+
+	// GetMemoryEntriesWithResponse Memories of an agent, most recently used first (your own subject's; another's needs memory:read)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /memory/entries (the `GetMemoryEntries` operationId).
+	GetMemoryEntriesWithResponse(ctx context.Context, params *GetMemoryEntriesParams, reqEditors ...RequestEditorFn) (*GetMemoryEntriesResponse, error)
+
+	// PostMemoryEntriesWithBodyWithResponse Store a fact in your own memory of an agent (write)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+	PostMemoryEntriesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostMemoryEntriesResponse, error)
+
+	// PostMemoryEntriesWithResponse Store a fact in your own memory of an agent (write)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+	PostMemoryEntriesWithResponse(ctx context.Context, body PostMemoryEntriesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostMemoryEntriesResponse, error)
+
+	// DeleteMemoryEntriesIDWithResponse Forget one memory (write; another subject's needs memory:read too)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /memory/entries/{id} (the `DeleteMemoryEntriesID` operationId).
+	DeleteMemoryEntriesIDWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteMemoryEntriesIDResponse, error)
+
+	// GetMemoryEntriesIDWithResponse One memory (another subject's needs memory:read; without it, 404)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /memory/entries/{id} (the `GetMemoryEntriesID` operationId).
+	GetMemoryEntriesIDWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetMemoryEntriesIDResponse, error)
 
 	// GetMetricsWithResponse Prometheus metrics (outside /api/v1; needs the API key unless telemetry.metrics.public)
 	//
@@ -13948,6 +14393,226 @@ func (r GetMemoryResponse) ContentType() string {
 	return ""
 }
 
+type GetMemoryEntriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemoryEntryList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMemoryEntriesResponse) GetJSON200() *MemoryEntryList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetMemoryEntriesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetMemoryEntriesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMemoryEntriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMemoryEntriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMemoryEntriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMemoryEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostMemoryEntriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *MemoryEntry
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostMemoryEntriesResponse) GetJSON201() *MemoryEntry {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostMemoryEntriesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostMemoryEntriesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r PostMemoryEntriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostMemoryEntriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostMemoryEntriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostMemoryEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteMemoryEntriesIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteMemoryEntriesIDResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteMemoryEntriesIDResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteMemoryEntriesIDResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteMemoryEntriesIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteMemoryEntriesIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteMemoryEntriesIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteMemoryEntriesIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetMemoryEntriesIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemoryEntry
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMemoryEntriesIDResponse) GetJSON200() *MemoryEntry {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetMemoryEntriesIDResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetMemoryEntriesIDResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMemoryEntriesIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMemoryEntriesIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMemoryEntriesIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMemoryEntriesIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16866,6 +17531,71 @@ func (c *ClientWithResponses) GetMemoryWithResponse(ctx context.Context, params 
 		return nil, err
 	}
 	return ParseGetMemoryResponse(rsp)
+}
+
+// GetMemoryEntriesWithResponse Memories of an agent, most recently used first (your own subject's; another's needs memory:read)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /memory/entries (the `GetMemoryEntries` operationId).
+func (c *ClientWithResponses) GetMemoryEntriesWithResponse(ctx context.Context, params *GetMemoryEntriesParams, reqEditors ...RequestEditorFn) (*GetMemoryEntriesResponse, error) {
+	rsp, err := c.GetMemoryEntries(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMemoryEntriesResponse(rsp)
+}
+
+// PostMemoryEntriesWithBodyWithResponse Store a fact in your own memory of an agent (write)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+func (c *ClientWithResponses) PostMemoryEntriesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostMemoryEntriesResponse, error) {
+	rsp, err := c.PostMemoryEntriesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostMemoryEntriesResponse(rsp)
+}
+
+// PostMemoryEntriesWithResponse Store a fact in your own memory of an agent (write)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /memory/entries (the `PostMemoryEntries` operationId).
+func (c *ClientWithResponses) PostMemoryEntriesWithResponse(ctx context.Context, body PostMemoryEntriesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostMemoryEntriesResponse, error) {
+	rsp, err := c.PostMemoryEntries(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostMemoryEntriesResponse(rsp)
+}
+
+// DeleteMemoryEntriesIDWithResponse Forget one memory (write; another subject's needs memory:read too)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /memory/entries/{id} (the `DeleteMemoryEntriesID` operationId).
+func (c *ClientWithResponses) DeleteMemoryEntriesIDWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*DeleteMemoryEntriesIDResponse, error) {
+	rsp, err := c.DeleteMemoryEntriesID(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteMemoryEntriesIDResponse(rsp)
+}
+
+// GetMemoryEntriesIDWithResponse One memory (another subject's needs memory:read; without it, 404)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /memory/entries/{id} (the `GetMemoryEntriesID` operationId).
+func (c *ClientWithResponses) GetMemoryEntriesIDWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetMemoryEntriesIDResponse, error) {
+	rsp, err := c.GetMemoryEntriesID(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMemoryEntriesIDResponse(rsp)
 }
 
 // GetMetricsWithResponse Prometheus metrics (outside /api/v1; needs the API key unless telemetry.metrics.public)
@@ -19828,6 +20558,169 @@ func ParseGetMemoryResponse(rsp *http.Response) (*GetMemoryResponse, error) {
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetMemoryEntriesResponse parses an HTTP response from a GetMemoryEntriesWithResponse call
+func ParseGetMemoryEntriesResponse(rsp *http.Response) (*GetMemoryEntriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMemoryEntriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemoryEntryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostMemoryEntriesResponse parses an HTTP response from a PostMemoryEntriesWithResponse call
+func ParsePostMemoryEntriesResponse(rsp *http.Response) (*PostMemoryEntriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostMemoryEntriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest MemoryEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteMemoryEntriesIDResponse parses an HTTP response from a DeleteMemoryEntriesIDWithResponse call
+func ParseDeleteMemoryEntriesIDResponse(rsp *http.Response) (*DeleteMemoryEntriesIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteMemoryEntriesIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetMemoryEntriesIDResponse parses an HTTP response from a GetMemoryEntriesIDWithResponse call
+func ParseGetMemoryEntriesIDResponse(rsp *http.Response) (*GetMemoryEntriesIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMemoryEntriesIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemoryEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	}
 
