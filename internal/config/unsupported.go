@@ -19,7 +19,6 @@ var unsupported = []unsupportedKey{
 	{"runtime.system_tools", flag(func(c *Config) bool { return len(c.Runtime.SystemTools) > 0 })},
 	{"memory", flag(func(c *Config) bool { return len(c.Memory) > 0 })},
 	{"knowledge", flag(func(c *Config) bool { return len(c.Knowledge) > 0 })},
-	{"vector", flag(func(c *Config) bool { return len(c.Vector) > 0 })},
 	{"executor", flag(func(c *Config) bool { return len(c.Executor) > 0 })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},
 	{"voice", flag(func(c *Config) bool { return len(c.Voice) > 0 })},

@@ -54,7 +54,7 @@ type Options struct {
 // by models.Open), using pgvector when the database has it.
 func New(ctx context.Context, st *models.Store, opts Options) (*Store, error) {
 	if st == nil || st.Driver != models.DriverPostgres {
-		return nil, errors.New("vector store (postgres): needs the gateway's PostgreSQL database (storage.driver: postgres)")
+		return nil, errors.New("vector store (postgres): needs the gateway's PostgreSQL database (storage.backend: postgres)")
 	}
 	db, err := st.DB.DB()
 	if err != nil {
