@@ -84,6 +84,7 @@ var schemaModels = []any{
 	&Secret{},             // secrets.go
 	&Task{},               // workboard.go
 	&TaskRun{},            // workboard.go
+	&VectorBase{},         // vectors.go
 	&VectorChunk{},        // vectors.go
 	&WebhookIdempotency{}, // webhookidempotency.go
 	&WebhookRun{},         // webhookruns.go

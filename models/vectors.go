@@ -36,6 +36,23 @@ type VectorChunk struct {
 
 func (VectorChunk) TableName() string { return "vector_chunks" }
 
+// VectorBase counts the changes of a base's visible chunks: every
+// transaction that changes them (publish, delete, re-staging a published
+// version) increments Generation, so a gateway process that keeps the
+// base's embeddings in memory (vector.Cache) knows when to read them again,
+// whichever process wrote.
+type VectorBase struct {
+	Base       string `gorm:"primaryKey;size:191"`
+	Generation int64  `gorm:"not null;default:0"`
+}
+
+func (VectorBase) TableName() string { return "vector_bases" }
+
+// VectorBumpSQL increments a base's generation (both databases; one
+// argument, the base).
+const VectorBumpSQL = `INSERT INTO vector_bases (base, generation) VALUES (?, 1)
+ON CONFLICT (base) DO UPDATE SET generation = vector_bases.generation + 1`
+
 // VectorFTSTable is SQLite's FTS5 index of vector_chunks.text (external
 // content: it keeps the index, the text stays in vector_chunks).
 const VectorFTSTable = "vector_chunks_fts"

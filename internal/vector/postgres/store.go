@@ -12,7 +12,9 @@
 // runs in SQL: New adds a vector column, filled on Stage, and a search
 // orders the bases' chunks by cosine distance (<=>) there. Where it is not
 // (Debian 12 packages no pgvector), the documented fallback: the bases'
-// embeddings are read and ranked by brute-force cosine in Go, as on SQLite.
+// embeddings are ranked by brute-force cosine in Go, as on SQLite, kept in
+// memory by vector.Cache while the base's generation (vector_bases,
+// incremented by every change of its visible chunks) is unchanged.
 // Both sides are merged by reciprocal-rank fusion (vector.Fuse).
 package postgres
 
@@ -28,6 +30,9 @@ import (
 	"github.com/agentryhq/agentry/models"
 )
 
+// bumpSQL is models.VectorBumpSQL with PostgreSQL's placeholder.
+var bumpSQL = strings.Replace(models.VectorBumpSQL, "?", "$1", 1)
+
 const (
 	stageBatch  = 256
 	deleteBatch = 5000
@@ -35,7 +40,8 @@ const (
 
 // Store is the PostgreSQL vector store. Safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	db    *sql.DB
+	cache *vector.Cache
 	// pgvector is set when the extension is installed and vector_chunks
 	// has its embedding column.
 	pgvector bool
@@ -48,6 +54,9 @@ type Options struct {
 	// DisablePGVector keeps the Go fallback even where pgvector is
 	// installed (tests and benchmarks compare the two).
 	DisablePGVector bool
+	// CacheBytes bounds the embeddings the fallback keeps in memory
+	// (vector.Cache; 0: vector.DefaultCacheBytes, < 0: none).
+	CacheBytes int64
 }
 
 // New opens the vector store on the gateway's PostgreSQL database (migrated
@@ -60,7 +69,7 @@ func New(ctx context.Context, st *models.Store, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vector store (postgres): %w", err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, cache: vector.NewCache(opts.CacheBytes)}
 	if !opts.DisablePGVector {
 		if s.pgvector, err = enablePGVector(ctx, db); err != nil {
 			return nil, fmt.Errorf("vector store (postgres): pgvector: %w", err)
@@ -134,6 +143,17 @@ func (s *Store) Stage(ctx context.Context, base, document, version string, chunk
 	for start := 0; start < len(chunks); start += stageBatch {
 		batch := chunks[start:min(start+stageBatch, len(chunks))]
 		err := s.tx(ctx, func(tx *sql.Tx) error {
+			// Re-staging the published version changes visible chunks.
+			var visible bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM vector_chunks WHERE base = $1 AND document = $2 AND version = $3 AND published)`,
+				base, document, version).Scan(&visible); err != nil {
+				return err
+			}
+			if visible {
+				if _, err := tx.ExecContext(ctx, bumpSQL, base); err != nil {
+					return err
+				}
+			}
 			q := upsertChunk
 			if s.pgvector {
 				q = upsertChunkPGVector
@@ -203,7 +223,10 @@ func (s *Store) Publish(ctx context.Context, base, document, version string) err
 		if _, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = $1 AND document = $2 AND version <> $3`, base, document, version); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE vector_chunks SET published = true WHERE base = $1 AND document = $2 AND version = $3 AND NOT published`, base, document, version)
+		if _, err := tx.ExecContext(ctx, `UPDATE vector_chunks SET published = true WHERE base = $1 AND document = $2 AND version = $3 AND NOT published`, base, document, version); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, bumpSQL, base)
 		return err
 	})
 	if err != nil {
@@ -217,7 +240,14 @@ func (s *Store) DeleteDocument(ctx context.Context, base, document string) error
 	if err := vector.CheckSlot(base, document, "-"); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = $1 AND document = $2`, base, document); err != nil {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = $1 AND document = $2`, base, document); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, bumpSQL, base)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("vector store: delete %s/%s: %w", base, document, err)
 	}
 	return nil
@@ -229,11 +259,20 @@ func (s *Store) DeleteBase(ctx context.Context, base string) error {
 		return err
 	}
 	for {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE id IN (SELECT id FROM vector_chunks WHERE base = $1 LIMIT $2)`, base, deleteBatch)
+		var n int64
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE id IN (SELECT id FROM vector_chunks WHERE base = $1 LIMIT $2)`, base, deleteBatch)
+			if err != nil {
+				return err
+			}
+			n, _ = res.RowsAffected()
+			_, err = tx.ExecContext(ctx, bumpSQL, base)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("vector store: delete base %s: %w", base, err)
 		}
-		if n, _ := res.RowsAffected(); n < deleteBatch {
+		if n < deleteBatch {
 			return nil
 		}
 	}
@@ -318,30 +357,54 @@ WHERE published AND dim = $2 AND base = ANY($3) AND embedding IS NOT NULL ORDER 
 	return scan(rows)
 }
 
-// vectorSideGo is the fallback: the bases' embeddings ranked by cosine in Go.
+// vectorSideGo is the fallback: the bases' embeddings ranked by cosine in
+// Go, kept in memory by vector.Cache while the bases' generations stay.
 func (s *Store) vectorSideGo(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
 	norm := vector.Norm(q.Vector)
 	if len(q.Vector) == 0 || norm == 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = $1 AND base = ANY($2)`, len(q.Vector), q.Bases)
+	gens := make(map[string]int64, len(q.Bases))
+	rows, err := s.db.QueryContext(ctx, `SELECT base, generation FROM vector_bases WHERE base = ANY($1)`, q.Bases)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	top := vector.NewTopN(n)
-	var id int64
-	var raw sql.RawBytes
-	var buf []float32
 	for rows.Next() {
-		if err := rows.Scan(&id, &raw); err != nil {
+		var b string
+		var g int64
+		if err := rows.Scan(&b, &g); err != nil {
+			rows.Close()
 			return nil, err
 		}
-		buf = vector.DecodeVector(raw, buf)
-		top.Push(id, vector.Cosine(q.Vector, norm, buf))
+		gens[b] = g
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	top := vector.NewTopN(n)
+	for _, base := range q.Bases {
+		err := s.cache.Rank(base, gens[base], q.Vector, norm, top, func(add func(int64, []float32)) error {
+			rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = $1 AND base = $2`, len(q.Vector), base)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			var id int64
+			var raw sql.RawBytes
+			var buf []float32
+			for rows.Next() {
+				if err := rows.Scan(&id, &raw); err != nil {
+					return err
+				}
+				buf = vector.DecodeVector(raw, buf)
+				add(id, buf)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return top.Sorted(), nil
 }

@@ -55,3 +55,16 @@ func TestNewRefusesSQLite(t *testing.T) {
 		t.Fatal("a nil store was accepted")
 	}
 }
+
+func TestTwoProcessesSeeEachOthersChanges(t *testing.T) {
+	st := openDB(t)
+	a, err := New(context.Background(), st, Options{DisablePGVector: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(context.Background(), st, Options{DisablePGVector: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vectortest.Coherence(t, a, b)
+}

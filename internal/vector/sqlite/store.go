@@ -6,8 +6,9 @@
 // an FTS5 index (vector_chunks_fts, external content, kept by triggers) for
 // the full-text side. A search ranks the full-text side with FTS5's bm25,
 // the vector side by brute-force cosine over the candidate set (the
-// published chunks of the bases searched), and merges the two by
-// reciprocal-rank fusion (vector.Fuse). docs/decisions.md ("Vector store:
+// published chunks of the bases searched, kept in memory by vector.Cache
+// while their base's generation in vector_bases is unchanged), and merges
+// the two by reciprocal-rank fusion (vector.Fuse). docs/decisions.md ("Vector store:
 // a layout on SQLite, not a library") says why.
 //
 // Writes go through the pool's connections in short transactions of at
@@ -39,7 +40,15 @@ const (
 
 // Store is the SQLite vector store. Safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	db    *sql.DB
+	cache *vector.Cache
+}
+
+// Options tune New.
+type Options struct {
+	// CacheBytes bounds the embeddings kept in memory for the vector side
+	// (vector.Cache; 0: vector.DefaultCacheBytes, < 0: none).
+	CacheBytes int64
 }
 
 var _ vector.Store = (*Store)(nil)
@@ -47,7 +56,11 @@ var _ vector.Store = (*Store)(nil)
 // New opens the vector store on the gateway's SQLite database (migrated by
 // models.Open). It checks the full-text index and its triggers, recreating
 // them if a table rebuild dropped them.
-func New(ctx context.Context, st *models.Store) (*Store, error) {
+func New(ctx context.Context, st *models.Store, opts ...Options) (*Store, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	if st == nil || st.Driver != models.DriverSQLite {
 		return nil, errors.New("vector store (embedded): needs the gateway's SQLite database")
 	}
@@ -60,7 +73,7 @@ func New(ctx context.Context, st *models.Store) (*Store, error) {
 			return nil, fmt.Errorf("vector store (embedded): full-text index: %w", err)
 		}
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, cache: vector.NewCache(o.CacheBytes)}, nil
 }
 
 const upsertChunk = `INSERT INTO vector_chunks (base, document, version, position, published, text, dim, vec)
@@ -93,6 +106,17 @@ func (s *Store) Stage(ctx context.Context, base, document, version string, chunk
 
 func (s *Store) stageBatch(ctx context.Context, base, document, version string, chunks []vector.Chunk) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
+		// Re-staging the published version changes visible chunks.
+		var visible bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM vector_chunks WHERE base = ? AND document = ? AND version = ? AND published)`,
+			base, document, version).Scan(&visible); err != nil {
+			return err
+		}
+		if visible {
+			if _, err := tx.ExecContext(ctx, models.VectorBumpSQL, base); err != nil {
+				return err
+			}
+		}
 		st, err := tx.PrepareContext(ctx, upsertChunk)
 		if err != nil {
 			return err
@@ -151,7 +175,10 @@ func (s *Store) Publish(ctx context.Context, base, document, version string) err
 		if _, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = ? AND document = ? AND version <> ?`, base, document, version); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE vector_chunks SET published = true WHERE base = ? AND document = ? AND version = ? AND NOT published`, base, document, version)
+		if _, err := tx.ExecContext(ctx, `UPDATE vector_chunks SET published = true WHERE base = ? AND document = ? AND version = ? AND NOT published`, base, document, version); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, models.VectorBumpSQL, base)
 		return err
 	})
 	if err != nil {
@@ -165,7 +192,14 @@ func (s *Store) DeleteDocument(ctx context.Context, base, document string) error
 	if err := vector.CheckSlot(base, document, "-"); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = ? AND document = ?`, base, document); err != nil {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = ? AND document = ?`, base, document); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, models.VectorBumpSQL, base)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("vector store: delete %s/%s: %w", base, document, err)
 	}
 	return nil
@@ -179,11 +213,20 @@ func (s *Store) DeleteBase(ctx context.Context, base string) error {
 		return err
 	}
 	for {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE id IN (SELECT id FROM vector_chunks WHERE base = ? LIMIT ?)`, base, deleteBatch)
+		var n int64
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE id IN (SELECT id FROM vector_chunks WHERE base = ? LIMIT ?)`, base, deleteBatch)
+			if err != nil {
+				return err
+			}
+			n, _ = res.RowsAffected()
+			_, err = tx.ExecContext(ctx, models.VectorBumpSQL, base)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("vector store: delete base %s: %w", base, err)
 		}
-		if n, _ := res.RowsAffected(); n < deleteBatch {
+		if n < deleteBatch {
 			return nil
 		}
 	}
@@ -249,10 +292,10 @@ func (s *Store) textSide(ctx context.Context, q vector.Query, n int) ([]vector.S
 	}
 	args := append([]any{strings.Join(quoted, " OR ")}, anys(q.Bases)...)
 	args = append(args, n)
-	rows, err := s.db.QueryContext(ctx, `SELECT c.id, -bm25(vector_chunks_fts) FROM vector_chunks_fts
-JOIN vector_chunks c ON c.id = vector_chunks_fts.rowid
-WHERE vector_chunks_fts MATCH ? AND c.published AND c.base IN (`+placeholders(len(q.Bases))+`)
-ORDER BY bm25(vector_chunks_fts), c.id LIMIT ?`, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT c.id, -f.rank FROM (SELECT rowid, rank FROM vector_chunks_fts WHERE vector_chunks_fts MATCH ?) f
+JOIN vector_chunks c ON c.id = f.rowid
+WHERE c.published AND c.base IN (`+placeholders(len(q.Bases))+`)
+ORDER BY f.rank, c.id LIMIT ?`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -268,34 +311,62 @@ ORDER BY bm25(vector_chunks_fts), c.id LIMIT ?`, args...)
 	return out, rows.Err()
 }
 
-// vectorSide scans the embeddings of the bases' published chunks and keeps
-// the n most similar to the query vector.
+// vectorSide ranks the bases' published embeddings by cosine similarity
+// to the query vector, from the cache (vector.Cache) while it holds the
+// bases' current generations, and keeps the n best.
 func (s *Store) vectorSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
 	norm := vector.Norm(q.Vector)
 	if len(q.Vector) == 0 || norm == 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = ? AND base IN (`+placeholders(len(q.Bases))+`)`,
-		append([]any{len(q.Vector)}, anys(q.Bases)...)...)
+	gens, err := s.generations(ctx, q.Bases)
+	if err != nil {
+		return nil, err
+	}
+	top := vector.NewTopN(n)
+	for _, base := range q.Bases {
+		err := s.cache.Rank(base, gens[base], q.Vector, norm, top, func(add func(int64, []float32)) error {
+			rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = ? AND base = ?`, len(q.Vector), base)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			var id int64
+			var raw sql.RawBytes
+			var buf []float32
+			for rows.Next() {
+				if err := rows.Scan(&id, &raw); err != nil {
+					return err
+				}
+				buf = vector.DecodeVector(raw, buf)
+				add(id, buf)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return top.Sorted(), nil
+}
+
+// generations are the bases' generations (0 for a base never written).
+func (s *Store) generations(ctx context.Context, bases []string) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT base, generation FROM vector_bases WHERE base IN (`+placeholders(len(bases))+`)`, anys(bases)...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	top := vector.NewTopN(n)
-	var id int64
-	var raw sql.RawBytes
-	var buf []float32
+	out := make(map[string]int64, len(bases))
 	for rows.Next() {
-		if err := rows.Scan(&id, &raw); err != nil {
+		var b string
+		var g int64
+		if err := rows.Scan(&b, &g); err != nil {
 			return nil, err
 		}
-		buf = vector.DecodeVector(raw, buf)
-		top.Push(id, vector.Cosine(q.Vector, norm, buf))
+		out[b] = g
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return top.Sorted(), nil
+	return out, rows.Err()
 }
 
 // load reads the fused candidates' chunks, in the fused order.

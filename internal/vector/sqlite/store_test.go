@@ -69,3 +69,30 @@ func TestReopenKeepsTheFullTextIndex(t *testing.T) {
 		t.Fatalf("hits after reopening = %+v, want both documents", hits)
 	}
 }
+
+func TestTwoProcessesSeeEachOthersChanges(t *testing.T) {
+	st := openDB(t, filepath.Join(t.TempDir(), "agentry.db"))
+	a, err := New(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vectortest.Coherence(t, a, b)
+}
+
+// The suite passes with no cache and with one too small for any base (the
+// search reads the embeddings from the database then).
+func TestWithoutCache(t *testing.T) {
+	for _, size := range []int64{-1, 100} {
+		vectortest.Run(t, func(t *testing.T) vector.Store {
+			s, err := New(context.Background(), openDB(t, filepath.Join(t.TempDir(), "agentry.db")), Options{CacheBytes: size})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		})
+	}
+}

@@ -345,3 +345,36 @@ func badInput(t *testing.T, s vector.Store) {
 		t.Fatalf("refused chunks were staged: %v", pos)
 	}
 }
+
+// Coherence checks two stores on one database (two gateway processes, each
+// with its own embedding cache): what one publishes or deletes, the
+// other's vector searches see at once.
+func Coherence(t *testing.T, a, b vector.Store) {
+	ctx := context.Background()
+	q := vector.Query{Bases: []string{"kb"}, Vector: axis(0, 0), K: 5}
+	must(t, a.Stage(ctx, "kb", "doc", "v1", []vector.Chunk{chunk(0, "first", axis(0, 0))}))
+	must(t, a.Publish(ctx, "kb", "doc", "v1"))
+	if got := texts(search(t, b, q)); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("b after a published v1: %v", got)
+	}
+	must(t, b.Stage(ctx, "kb", "doc", "v2", []vector.Chunk{chunk(0, "second", axis(0, 0.1))}))
+	must(t, b.Publish(ctx, "kb", "doc", "v2"))
+	if got := texts(search(t, a, q)); !slices.Equal(got, []string{"second"}) {
+		t.Fatalf("a after b published v2: %v (a stale cache)", got)
+	}
+	must(t, a.Stage(ctx, "kb", "doc", "v2", []vector.Chunk{chunk(0, "second, restaged", axis(3, 0))}))
+	if got := search(t, b, q); len(got) != 1 || got[0].VectorScore > 0.5 {
+		t.Fatalf("b after a re-staged the published version with another vector: %+v", got)
+	}
+	must(t, b.DeleteDocument(ctx, "kb", "doc"))
+	if got := texts(search(t, a, q)); len(got) != 0 {
+		t.Fatalf("a after b deleted the document: %v", got)
+	}
+	must(t, a.Stage(ctx, "kb", "doc2", "v1", []vector.Chunk{chunk(0, "third", axis(0, 0))}))
+	must(t, a.Publish(ctx, "kb", "doc2", "v1"))
+	search(t, b, q)
+	must(t, a.DeleteBase(ctx, "kb"))
+	if got := texts(search(t, b, q)); len(got) != 0 {
+		t.Fatalf("b after a deleted the base: %v", got)
+	}
+}
