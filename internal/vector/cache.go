@@ -38,7 +38,9 @@ type cacheEntry struct {
 	norms []float32
 }
 
-func (e *cacheEntry) bytes() int64 { return int64(len(e.ids))*8 + int64(len(e.vecs))*4 + int64(len(e.norms))*4 }
+func (e *cacheEntry) bytes() int64 {
+	return int64(len(e.ids))*8 + int64(len(e.vecs))*4 + int64(len(e.norms))*4
+}
 
 // NewCache keeps up to maxBytes of embeddings (0: DefaultCacheBytes; < 0:
 // nothing, every search reads the database).

@@ -195,7 +195,7 @@ func (h *scoredHeap) Pop() any {
 // Fused is one merged candidate: its id, the fused score and the two side
 // scores (0 for a side that did not find it).
 type Fused struct {
-	ID                           int64
+	ID                            int64
 	Score, TextScore, VectorScore float64
 }
 
