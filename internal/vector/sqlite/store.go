@@ -280,7 +280,11 @@ func anys[T any](vs []T) []any {
 }
 
 // textSide ranks the published chunks of the bases that hold any of the
-// query's words by bm25 (negated: higher is better).
+// query's words by bm25 (negated: higher is better). FTS5 ranks its own
+// index first, without reading a row of vector_chunks, and only the best
+// textProbe*n matches are looked up for their base and state; when fewer
+// than n of those belong to the bases searched (other bases or staged
+// versions crowd the top), the search is repeated over every match.
 func (s *Store) textSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
 	terms := vector.Terms(q.Text)
 	if len(terms) == 0 {
@@ -290,25 +294,42 @@ func (s *Store) textSide(ctx context.Context, q vector.Query, n int) ([]vector.S
 	for i, t := range terms {
 		quoted[i] = `"` + t + `"` // Terms are letters and digits only
 	}
-	args := append([]any{strings.Join(quoted, " OR ")}, anys(q.Bases)...)
-	args = append(args, n)
-	rows, err := s.db.QueryContext(ctx, `SELECT c.id, -f.rank FROM (SELECT rowid, rank FROM vector_chunks_fts WHERE vector_chunks_fts MATCH ?) f
-JOIN vector_chunks c ON c.id = f.rowid
-WHERE c.published AND c.base IN (`+placeholders(len(q.Bases))+`)
-ORDER BY f.rank, c.id LIMIT ?`, args...)
+	match := strings.Join(quoted, " OR ")
+	probe := textProbe * n
+	out, matched, err := s.textRanked(ctx, match, q.Bases, n, probe)
+	if err != nil || len(out) >= n || matched < probe {
+		return out, err
+	}
+	out, _, err = s.textRanked(ctx, match, q.Bases, n, -1)
+	return out, err
+}
+
+// textProbe is how many matches per wanted hit the first pass looks up.
+const textProbe = 4
+
+// textRanked is one pass of textSide over the best probe matches (-1: all);
+// matched is how many matches the pass looked up.
+func (s *Store) textRanked(ctx context.Context, match string, bases []string, n, probe int) (out []vector.Scored, matched int, err error) {
+	args := append(anys(bases), match, probe) // in the order of the placeholders
+	rows, err := s.db.QueryContext(ctx, `SELECT f.rowid, -f.rank, c.published AND c.base IN (`+placeholders(len(bases))+`) FROM
+(SELECT rowid, rank FROM vector_chunks_fts WHERE vector_chunks_fts MATCH ? ORDER BY rank LIMIT ?) f
+JOIN vector_chunks c ON c.id = f.rowid ORDER BY f.rank, f.rowid`, args...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
-	var out []vector.Scored
 	for rows.Next() {
 		var sc vector.Scored
-		if err := rows.Scan(&sc.ID, &sc.Score); err != nil {
-			return nil, err
+		var wanted bool
+		if err := rows.Scan(&sc.ID, &sc.Score, &wanted); err != nil {
+			return nil, 0, err
 		}
-		out = append(out, sc)
+		matched++
+		if wanted && len(out) < n {
+			out = append(out, sc)
+		}
 	}
-	return out, rows.Err()
+	return out, matched, rows.Err()
 }
 
 // vectorSide ranks the bases' published embeddings by cosine similarity

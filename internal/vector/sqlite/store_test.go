@@ -96,3 +96,30 @@ func TestWithoutCache(t *testing.T) {
 		})
 	}
 }
+
+// The full-text side looks up the best matches first; when another base
+// crowds them, it searches every match, so a base's only match is found.
+func TestFullTextCrowdedByAnotherBase(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	var big []vector.Chunk
+	for i := range 300 {
+		big = append(big, vector.Chunk{Position: i, Text: "needle needle needle"})
+	}
+	if err := s.Stage(ctx, "big", "doc", "v", big); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(ctx, "big", "doc", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stage(ctx, "small", "doc", "v", []vector.Chunk{{Position: 0, Text: "a needle among many other words of a long passage"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(ctx, "small", "doc", "v"); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := s.Search(ctx, vector.Query{Bases: []string{"small"}, Text: "needle", K: 1})
+	if err != nil || len(hits) != 1 || hits[0].Base != "small" {
+		t.Fatalf("hits = %+v, %v; want the small base's chunk", hits, err)
+	}
+}

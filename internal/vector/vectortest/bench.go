@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,6 +125,7 @@ func BenchSearch(b *testing.B, s vector.Store, n int) {
 // RSSMiB is the process's resident set size (Linux; 0 elsewhere).
 func RSSMiB() float64 {
 	runtime.GC()
+	debug.FreeOSMemory()
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
