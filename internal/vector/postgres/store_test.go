@@ -68,3 +68,7 @@ func TestTwoProcessesSeeEachOthersChanges(t *testing.T) {
 	}
 	vectortest.Coherence(t, a, b)
 }
+
+func TestRecallWithTheFakeEmbeddings(t *testing.T) {
+	vectortest.Recall(t, open(t, Options{DisablePGVector: true}))
+}

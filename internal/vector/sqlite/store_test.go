@@ -123,3 +123,5 @@ func TestFullTextCrowdedByAnotherBase(t *testing.T) {
 		t.Fatalf("hits = %+v, %v; want the small base's chunk", hits, err)
 	}
 }
+
+func TestRecallWithTheFakeEmbeddings(t *testing.T) { vectortest.Recall(t, open(t)) }
