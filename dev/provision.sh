@@ -160,8 +160,30 @@ postgres_binaries() {
 		return
 	fi
 	echo "PostgreSQL binaries: $PG_BIN ($("$PG_BIN/postgres" --version))"
+	pgvector
 	# dev/testenv looks initdb up on PATH too.
 	case ":$PATH:" in *":$PG_BIN:"*) ;; *) export PATH="$PATH:$PG_BIN" ;; esac
+}
+
+# pgvector: the vector store's PostgreSQL tests run on it where the
+# distribution packages it for this server (postgresql-<major>-pgvector;
+# Debian 12 has none), and on the store's documented fallback otherwise
+# (internal/vector/postgres), so its absence is reported, not a failure.
+pgvector() {
+	local major
+	major=$("$PG_BIN/postgres" --version | sed -E 's/[^0-9]*([0-9]+).*/\1/')
+	if ls /usr/share/postgresql/"$major"/extension/vector.control >/dev/null 2>&1; then
+		echo "pgvector present"
+		return
+	fi
+	if is_root && ! pretend_missing pgvector; then
+		apt_install "postgresql-$major-pgvector" >/dev/null 2>&1 || true
+	fi
+	if ls /usr/share/postgresql/"$major"/extension/vector.control >/dev/null 2>&1; then
+		echo "pgvector installed (postgresql-$major-pgvector)"
+	else
+		echo "pgvector not available (no postgresql-$major-pgvector package): the vector store's pgvector tests are skipped, its fallback is tested"
+	fi
 }
 
 # A port below Linux's ephemeral range (32768+), so the :0 listeners the

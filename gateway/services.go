@@ -27,6 +27,7 @@ import (
 	"github.com/agentryhq/agentry/internal/secrets"
 	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/taskruns"
+	"github.com/agentryhq/agentry/internal/vector"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/worker"
 )
@@ -86,6 +87,9 @@ type Services struct {
 	SkillInstaller *skills.Installer
 	// Memory is what agents with memory remember (internal/memory).
 	Memory *memory.Service
+	// Vectors is the knowledge bases' vector store (vector.backend;
+	// gateway/vector.go).
+	Vectors vector.Store
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -137,6 +141,10 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		return nil, err
 	}
 	if err := s.addMessaging(); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := s.addVectors(ctx); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -85,6 +85,8 @@ var schemaModels = []any{
 	&Secret{},             // secrets.go
 	&Task{},               // workboard.go
 	&TaskRun{},            // workboard.go
+	&VectorBase{},         // vectors.go
+	&VectorChunk{},        // vectors.go
 	&WebhookIdempotency{}, // webhookidempotency.go
 	&WebhookRun{},         // webhookruns.go
 	&healthProbe{},        // storage.go
@@ -118,6 +120,8 @@ var dataMigrations = []dataMigration{
 		Up: indexSessionsByAgent}, // chat_index.go
 	{Version: 12, Name: "memory_entries: the full-text index (FTS5 on SQLite, tsvector on PostgreSQL)",
 		Up: memoryFullText}, // memory.go
+	{Version: 13, Name: "vector_chunks: full-text index (FTS5 on SQLite, tsvector on PostgreSQL)",
+		Up: createVectorSearch}, // vectors.go
 }
 
 // migrate brings the schema of s up to date with models and steps (sorted

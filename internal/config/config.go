@@ -19,7 +19,7 @@ type Config struct {
 	MCP           map[string]any    `yaml:"mcp,omitempty"`
 	Memory        MemoryConfig      `yaml:"memory" env:", prefix=MEMORY_"`
 	Storage       StorageConfig     `yaml:"storage" env:", prefix=STORAGE_"`
-	Vector        map[string]any    `yaml:"vector,omitempty"`
+	Vector        VectorConfig      `yaml:"vector,omitempty" env:", prefix=VECTOR_"`
 	Queue         map[string]any    `yaml:"queue,omitempty"`
 	Executor      map[string]any    `yaml:"executor,omitempty"`
 	Knowledge     map[string]any    `yaml:"knowledge,omitempty"`

@@ -185,7 +185,7 @@ var shownInGetConfig = map[string]bool{
 	"temporal.ui_url":                                  true,
 	"temporal.worker.enabled":                          true,
 	"updates.manifest_url":                             true,
-	"vector":                                           true,
+	"vector.backend":                                   true,
 	"voice":                                            true,
 	"workboard.enabled":                                true,
 }
