@@ -63,6 +63,7 @@ func Defaults() Config {
 			Worker:    WorkerConfig{Enabled: true},
 		},
 		Workboard: WorkboardConfig{Enabled: true},
+		Knowledge: KnowledgeDefaults(),
 		Telemetry: TelemetryConfig{SampleRatio: 1, Metrics: MetricsConfig{Enabled: true}},
 	}
 }

@@ -18,7 +18,6 @@ var unsupported = []unsupportedKey{
 	{"runtime.sandbox", flag(func(c *Config) bool { return len(c.Runtime.Sandbox) > 0 })},
 	{"runtime.system_tools", flag(func(c *Config) bool { return len(c.Runtime.SystemTools) > 0 })},
 	{"memory", flag(func(c *Config) bool { return len(c.Memory) > 0 })},
-	{"knowledge", flag(func(c *Config) bool { return len(c.Knowledge) > 0 })},
 	{"vector", flag(func(c *Config) bool { return len(c.Vector) > 0 })},
 	{"executor", flag(func(c *Config) bool { return len(c.Executor) > 0 })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},

@@ -221,7 +221,6 @@ var setUnsupported = map[string]func(c *Config){
 	"runtime.sandbox":                func(c *Config) { c.Runtime.Sandbox = map[string]any{"memory_mb": 256} },
 	"runtime.system_tools":           func(c *Config) { c.Runtime.SystemTools = []string{"shell"} },
 	"memory":                         func(c *Config) { c.Memory = map[string]any{"hot_size": 20} },
-	"knowledge":                      func(c *Config) { c.Knowledge = map[string]any{"db_path": "k.db"} },
 	"vector":                         func(c *Config) { c.Vector = map[string]any{"backend": "qdrant"} },
 	"executor":                       func(c *Config) { c.Executor = map[string]any{"type": "docker"} },
 	"queue":                          func(c *Config) { c.Queue = map[string]any{"type": "nats"} },
