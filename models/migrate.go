@@ -87,6 +87,7 @@ var schemaModels = []any{
 	&Secret{},             // secrets.go
 	&Task{},               // workboard.go
 	&TaskRun{},            // workboard.go
+	&VectorChunk{},        // vectors.go
 	&WebhookIdempotency{}, // webhookidempotency.go
 	&WebhookRun{},         // webhookruns.go
 	&healthProbe{},        // storage.go
@@ -118,6 +119,13 @@ var dataMigrations = []dataMigration{
 		Up: dropIndexes("idx_chat_sessions_agent_id")},
 	{Version: 11, Name: "chat_sessions: an index on (agent_id, updated_at) for GET /memory?agent_id=",
 		Up: indexSessionsByAgent}, // chat_index.go
+	// 12 belongs to another part of issue 45, built on another branch; this
+	// placeholder keeps the list numbered until that branch is merged (it
+	// replaces this line).
+	{Version: 12, Name: "reserved for another branch of issue 45",
+		Up: func(context.Context, *gorm.DB, string) error { return nil }},
+	{Version: 13, Name: "vector_chunks: full-text index (FTS5 on SQLite, tsvector on PostgreSQL)",
+		Up: createVectorSearch}, // vectors.go
 }
 
 // migrate brings the schema of s up to date with models and steps (sorted

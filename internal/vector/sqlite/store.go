@@ -1,0 +1,336 @@
+// Package sqlite is the embedded vector store (vector.backend: embedded):
+// a layout on the gateway's own SQLite database, no server and no cgo.
+//
+// Layout (models.VectorChunk, data migration 13): one row per chunk in
+// vector_chunks with its embedding as a BLOB of little-endian float32s, and
+// an FTS5 index (vector_chunks_fts, external content, kept by triggers) for
+// the full-text side. A search ranks the full-text side with FTS5's bm25,
+// the vector side by brute-force cosine over the candidate set (the
+// published chunks of the bases searched), and merges the two by
+// reciprocal-rank fusion (vector.Fuse). docs/decisions.md ("Vector store:
+// a layout on SQLite, not a library") says why.
+//
+// Writes go through the pool's connections in short transactions of at
+// most stageBatch chunks, never through the group-commit writer of the chat
+// path: a staged document of thousands of chunks takes SQLite's write lock
+// many times for a few milliseconds instead of once for seconds, so the
+// chat path's batches keep committing between them.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentryhq/agentry/internal/vector"
+	"github.com/agentryhq/agentry/models"
+)
+
+// stageBatch bounds the chunks written per transaction (and stageBytes the
+// bytes): the write lock is released between transactions.
+const (
+	stageBatch = 64
+	stageBytes = 512 << 10
+	// deleteBatch bounds the rows one DeleteBase transaction removes.
+	deleteBatch = 1000
+)
+
+// Store is the SQLite vector store. Safe for concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+var _ vector.Store = (*Store)(nil)
+
+// New opens the vector store on the gateway's SQLite database (migrated by
+// models.Open). It checks the full-text index and its triggers, recreating
+// them if a table rebuild dropped them.
+func New(ctx context.Context, st *models.Store) (*Store, error) {
+	if st == nil || st.Driver != models.DriverSQLite {
+		return nil, errors.New("vector store (embedded): needs the gateway's SQLite database")
+	}
+	db, err := st.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("vector store (embedded): %w", err)
+	}
+	for _, ddl := range models.VectorSQLiteDDL {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			return nil, fmt.Errorf("vector store (embedded): full-text index: %w", err)
+		}
+	}
+	return &Store{db: db}, nil
+}
+
+const upsertChunk = `INSERT INTO vector_chunks (base, document, version, position, published, text, dim, vec)
+VALUES (?, ?, ?, ?, false, ?, ?, ?)
+ON CONFLICT (base, document, version, position) DO UPDATE SET text = excluded.text, dim = excluded.dim, vec = excluded.vec`
+
+// Stage implements vector.Store. The chunks are written in transactions of
+// at most stageBatch; a failure midway leaves the earlier ones staged
+// (invisible, and replaced when staged again).
+func (s *Store) Stage(ctx context.Context, base, document, version string, chunks []vector.Chunk) error {
+	if err := vector.CheckSlot(base, document, version); err != nil {
+		return err
+	}
+	if err := vector.CheckChunks(chunks); err != nil {
+		return err
+	}
+	for start := 0; start < len(chunks); {
+		end, size := start, 0
+		for end < len(chunks) && end-start < stageBatch && (end == start || size+len(chunks[end].Text)+4*len(chunks[end].Vector) <= stageBytes) {
+			size += len(chunks[end].Text) + 4*len(chunks[end].Vector)
+			end++
+		}
+		if err := s.stageBatch(ctx, base, document, version, chunks[start:end]); err != nil {
+			return fmt.Errorf("vector store: stage %s/%s@%s: %w", base, document, version, err)
+		}
+		start = end
+	}
+	return nil
+}
+
+func (s *Store) stageBatch(ctx context.Context, base, document, version string, chunks []vector.Chunk) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, upsertChunk)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, c := range chunks {
+			if _, err := st.ExecContext(ctx, base, document, version, c.Position, c.Text, len(c.Vector), vector.EncodeVector(c.Vector)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// StagedPositions implements vector.Store.
+func (s *Store) StagedPositions(ctx context.Context, base, document, version string) ([]int, error) {
+	if err := vector.CheckSlot(base, document, version); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(models.SettledRead(ctx),
+		`SELECT position FROM vector_chunks WHERE base = ? AND document = ? AND version = ? ORDER BY position`, base, document, version)
+	if err != nil {
+		return nil, fmt.Errorf("vector store: staged positions of %s/%s@%s: %w", base, document, version, err)
+	}
+	defer rows.Close()
+	out := []int{}
+	for rows.Next() {
+		var p int
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// Publish implements vector.Store: one transaction deletes the other
+// versions' chunks and makes version's visible.
+func (s *Store) Publish(ctx context.Context, base, document, version string) error {
+	if err := vector.CheckSlot(base, document, version); err != nil {
+		return err
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = ? AND document = ? AND version <> ?`, base, document, version); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE vector_chunks SET published = true WHERE base = ? AND document = ? AND version = ? AND NOT published`, base, document, version)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("vector store: publish %s/%s@%s: %w", base, document, version, err)
+	}
+	return nil
+}
+
+// DeleteDocument implements vector.Store (one transaction).
+func (s *Store) DeleteDocument(ctx context.Context, base, document string) error {
+	if err := vector.CheckSlot(base, document, "-"); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = ? AND document = ?`, base, document); err != nil {
+		return fmt.Errorf("vector store: delete %s/%s: %w", base, document, err)
+	}
+	return nil
+}
+
+// DeleteBase implements vector.Store, deleteBatch rows per transaction (a
+// base of 100k chunks does not hold the write lock for seconds); a search
+// during the deletion may see part of the base.
+func (s *Store) DeleteBase(ctx context.Context, base string) error {
+	if err := vector.CheckSlot(base, "-", "-"); err != nil {
+		return err
+	}
+	for {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE id IN (SELECT id FROM vector_chunks WHERE base = ? LIMIT ?)`, base, deleteBatch)
+		if err != nil {
+			return fmt.Errorf("vector store: delete base %s: %w", base, err)
+		}
+		if n, _ := res.RowsAffected(); n < deleteBatch {
+			return nil
+		}
+	}
+}
+
+// Count implements vector.Store.
+func (s *Store) Count(ctx context.Context, base string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(models.SettledRead(ctx), `SELECT COUNT(*) FROM vector_chunks WHERE base = ? AND published`, base).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("vector store: count %s: %w", base, err)
+	}
+	return n, nil
+}
+
+// Search implements vector.Store; see the package comment.
+func (s *Store) Search(ctx context.Context, q vector.Query) ([]vector.Hit, error) {
+	q = q.Normalize()
+	if len(q.Bases) == 0 {
+		return []vector.Hit{}, nil
+	}
+	ctx = models.SettledRead(ctx)
+	n := vector.Candidates(q.K)
+	text, err := s.textSide(ctx, q, n)
+	if err != nil {
+		return nil, fmt.Errorf("vector store: full-text search: %w", err)
+	}
+	vec, err := s.vectorSide(ctx, q, n)
+	if err != nil {
+		return nil, fmt.Errorf("vector store: vector search: %w", err)
+	}
+	fused := vector.Fuse(text, vec, q.K)
+	hits, err := s.load(ctx, fused)
+	if err != nil {
+		return nil, fmt.Errorf("vector store: read hits: %w", err)
+	}
+	return hits, nil
+}
+
+// placeholders is "?, ?, ..." for n arguments.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func anys[T any](vs []T) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}
+
+// textSide ranks the published chunks of the bases that hold any of the
+// query's words by bm25 (negated: higher is better).
+func (s *Store) textSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
+	terms := vector.Terms(q.Text)
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = `"` + t + `"` // Terms are letters and digits only
+	}
+	args := append([]any{strings.Join(quoted, " OR ")}, anys(q.Bases)...)
+	args = append(args, n)
+	rows, err := s.db.QueryContext(ctx, `SELECT c.id, -bm25(vector_chunks_fts) FROM vector_chunks_fts
+JOIN vector_chunks c ON c.id = vector_chunks_fts.rowid
+WHERE vector_chunks_fts MATCH ? AND c.published AND c.base IN (`+placeholders(len(q.Bases))+`)
+ORDER BY bm25(vector_chunks_fts), c.id LIMIT ?`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []vector.Scored
+	for rows.Next() {
+		var sc vector.Scored
+		if err := rows.Scan(&sc.ID, &sc.Score); err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, rows.Err()
+}
+
+// vectorSide scans the embeddings of the bases' published chunks and keeps
+// the n most similar to the query vector.
+func (s *Store) vectorSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
+	norm := vector.Norm(q.Vector)
+	if len(q.Vector) == 0 || norm == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = ? AND base IN (`+placeholders(len(q.Bases))+`)`,
+		append([]any{len(q.Vector)}, anys(q.Bases)...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	top := vector.NewTopN(n)
+	var id int64
+	var raw sql.RawBytes
+	var buf []float32
+	for rows.Next() {
+		if err := rows.Scan(&id, &raw); err != nil {
+			return nil, err
+		}
+		buf = vector.DecodeVector(raw, buf)
+		top.Push(id, vector.Cosine(q.Vector, norm, buf))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return top.Sorted(), nil
+}
+
+// load reads the fused candidates' chunks, in the fused order.
+func (s *Store) load(ctx context.Context, fused []vector.Fused) ([]vector.Hit, error) {
+	hits := make([]vector.Hit, 0, len(fused))
+	if len(fused) == 0 {
+		return hits, nil
+	}
+	ids := make([]any, len(fused))
+	for i, f := range fused {
+		ids[i] = f.ID
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, base, document, position, text FROM vector_chunks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	chunks := make(map[int64]vector.Chunk, len(fused))
+	for rows.Next() {
+		var id int64
+		var c vector.Chunk
+		if err := rows.Scan(&id, &c.Base, &c.Document, &c.Position, &c.Text); err != nil {
+			return nil, err
+		}
+		chunks[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, f := range fused {
+		c, ok := chunks[f.ID]
+		if !ok {
+			continue // deleted since the ranking
+		}
+		hits = append(hits, vector.Hit{Chunk: c, Score: f.Score, TextScore: f.TextScore, VectorScore: f.VectorScore})
+	}
+	return hits, nil
+}
