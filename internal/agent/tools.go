@@ -76,6 +76,8 @@ type Toolbox struct {
 	OutputCap int
 	// Skills runs skill tools and holds their instructions; nil: none.
 	Skills *skills.Registry
+	// Knowledge searches knowledge bases (knowledge.go); nil: none.
+	Knowledge Knowledge
 }
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
@@ -87,6 +89,9 @@ func (t *Toolbox) Tools(def *agentdef.Definition) []llm.Tool {
 	}
 	if t != nil && t.Skills != nil {
 		tools = append(tools, t.Skills.Tools(def.Skills)...)
+	}
+	if t != nil && t.Knowledge != nil && len(def.Knowledge) > 0 {
+		tools = append(tools, t.knowledgeTool(def.Knowledge))
 	}
 	return tools
 }
@@ -182,6 +187,8 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		res, err = readFile(workDir, call.Arguments)
 	case "http_get":
 		res, err = t.httpGet(ctx, call.Arguments)
+	case KnowledgeSearchTool:
+		res, err = t.knowledgeSearch(ctx, allowed, call.Arguments)
 	default:
 		d, ok := drivers.LookupTool(call.Name)
 		if !ok {

@@ -107,3 +107,58 @@ func ContextBlock(passages []Passage) string {
 	}
 	return b.String()
 }
+
+// Passages implements agent.Knowledge: the context block of the top
+// knowledge.top_k passages for text (none when top_k is 0).
+func (s *Service) Passages(ctx context.Context, bases []string, text string, meta llm.CallMeta) (string, error) {
+	if s.Config.TopK == 0 {
+		return "", nil
+	}
+	res, err := s.Search(ctx, s.known(bases), text, s.Config.TopK, meta)
+	if err != nil {
+		return "", err
+	}
+	return ContextBlock(res.Passages), nil
+}
+
+// SearchText implements agent.Knowledge: the passages of a
+// knowledge_search call as text.
+func (s *Service) SearchText(ctx context.Context, bases []string, query string) (string, error) {
+	res, err := s.Search(ctx, s.known(bases), query, s.Config.TopK, llm.CallMeta{Source: llm.SourceEmbedding, Trigger: "knowledge_search"})
+	if err != nil {
+		return "", err
+	}
+	if len(res.Passages) == 0 {
+		return "No passage of the knowledge bases matches.", nil
+	}
+	out := ContextBlock(res.Passages)
+	if res.Truncated {
+		out = fmt.Sprintf("(query cut to %d characters)\n", MaxQueryChars) + out
+	}
+	return out, nil
+}
+
+// Describe implements agent.Knowledge.
+func (s *Service) Describe(bases []string) string {
+	var parts []string
+	for _, b := range s.known(bases) {
+		if d := s.Description(b); d != "" {
+			parts = append(parts, b+" ("+d+")")
+		} else {
+			parts = append(parts, b)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// known keeps the configured bases of bases (a definition checked before a
+// base was removed from config.yaml names it still).
+func (s *Service) known(bases []string) []string {
+	var out []string
+	for _, b := range bases {
+		if s.Has(b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
