@@ -1,6 +1,7 @@
 // Package fakellm is a scripted stand-in for LLM providers. It speaks the real wire formats the
 // gateway's clients use (OpenAI chat completions, Anthropic Messages, Ollama chat), streaming and
-// usage included, on one port, so the gateway can be tested and tried end to end without a model.
+// usage included, and their embeddings APIs (OpenAI /v1/embeddings, Ollama /api/embed; see
+// EmbedText), on one port, so the gateway can be tested and tried end to end without a model.
 //
 // Without a script it answers "echo: <last user message>" with plausible usage. Rules (from Go or
 // over HTTP at /_fake/script) make it reply with text or tool calls, fail with a status and
@@ -61,6 +62,9 @@ type CallRecord struct {
 	// Cut is set when the stream (or connection) was cut by script.
 	Cut       bool   `json:"cut,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// Inputs is the number of texts of an embeddings call (LastUserMessage
+	// is then the first of them).
+	Inputs int `json:"inputs,omitempty"`
 	// Body is the raw request body when it was valid JSON of at most 64 KiB.
 	Body json.RawMessage `json:"body,omitempty"`
 }
@@ -219,6 +223,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.serveProvider(openAIFormat{}))
 	mux.HandleFunc("POST /v1/messages", s.serveProvider(anthropicFormat{}))
 	mux.HandleFunc("POST /api/chat", s.serveProvider(ollamaFormat{}))
+	mux.HandleFunc("POST /v1/embeddings", s.serveEmbeddings(embedFormat{format: "openai", errs: openAIFormat{}}))
+	mux.HandleFunc("POST /api/embed", s.serveEmbeddings(embedFormat{format: "ollama", errs: ollamaFormat{}}))
 	mux.HandleFunc("GET /api/tags", s.serveTags)
 	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": "0.0.0-fake"})

@@ -247,6 +247,10 @@ func (c *Controller) Admit(ctx context.Context, call *llm.Call) (llm.Admission, 
 	// 1. Output allowance.
 	requested := call.Request.MaxTokens
 	allowance, clamped := p.outputAllowance(requested)
+	if call.Request.IsEmbedding() {
+		// An embedding produces no tokens: the worst case is the input.
+		allowance, clamped = 0, false
+	}
 	a.maxOut = int64(allowance)
 	entry.RequestedMaxOutputTokens, entry.MaxOutputTokens, entry.Clamped = int64(requested), int64(allowance), clamped
 	call.Request.MaxTokens = allowance

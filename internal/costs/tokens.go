@@ -36,6 +36,10 @@ func EstimateInputTokens(req llm.Request) int64 {
 	for _, t := range req.Tools {
 		n += tokensForBytes(len(t.Name)+len(t.Description)+len(t.Parameters)) + perToolOverhead
 	}
+	// Embedding inputs: the texts, one token of overhead each.
+	for _, in := range req.Input {
+		n += tokensForBytes(len(in)) + 1
+	}
 	return n
 }
 

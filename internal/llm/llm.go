@@ -96,7 +96,17 @@ type Request struct {
 	// PromptCaching asks for provider cache controls (Anthropic cache_control on the system prompt).
 	// Governance may turn it off for data classes that must not be cached.
 	PromptCaching bool
+	// Input, when not empty, makes the request an embedding request (embed.go): the texts are
+	// embedded (EmbeddingProvider), one vector per text in Response.Embeddings; Messages, Tools and
+	// MaxTokens are not used and governance allows no output tokens.
+	Input []string
+	// Dimensions asks an embedding model that supports it (OpenAI's text-embedding-3) for vectors
+	// of that length; 0 leaves the model's own.
+	Dimensions int
 }
+
+// IsEmbedding reports whether r is an embedding request (Input set).
+func (r *Request) IsEmbedding() bool { return len(r.Input) > 0 }
 
 // Usage is the token usage of one call, normalised across providers:
 //   - InputTokens counts every prompt token, including those read from or written to a cache
@@ -145,6 +155,8 @@ type Response struct {
 	FinishReason string
 	// Attempts is the number of provider requests made for this call (1 without retries).
 	Attempts int
+	// Embeddings are the vectors of an embedding request, one per Request.Input text, in order.
+	Embeddings [][]float32
 }
 
 // Provider is one configured LLM endpoint.

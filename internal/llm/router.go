@@ -167,10 +167,13 @@ func (r *Router) Do(ctx context.Context, call *Call) (resp *Response, err error)
 	if call.Provider == "" {
 		call.Provider = r.defaultProvider
 	}
-	_, known := r.providers[call.Provider]
+	known := r.providers[call.Provider]
 	r.mu.RUnlock()
-	if !known {
+	if known == nil {
 		return nil, &UnknownProviderError{ID: call.Provider}
+	}
+	if call.Request.IsEmbedding() && !Embeds(known) {
+		return nil, fmt.Errorf("llm provider %q: %w", call.Provider, ErrEmbeddingsUnsupported)
 	}
 	if call.Model == "" {
 		call.Model = call.Request.Model
@@ -239,7 +242,9 @@ func (r *Router) Do(ctx context.Context, call *Call) (resp *Response, err error)
 	if call.Model != "" {
 		req.Model = call.Model
 	}
-	if call.Stream {
+	if req.IsEmbedding() {
+		resp, err = embed(ctx, p, req)
+	} else if call.Stream {
 		onDelta := call.OnDelta
 		if onDelta == nil {
 			onDelta = func(string) error { return nil }

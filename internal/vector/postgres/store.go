@@ -1,0 +1,381 @@
+// Package postgres is the vector store on the gateway's PostgreSQL database
+// (vector.backend: postgres), for bases larger than the embedded store
+// serves well and for several gateways sharing one database.
+//
+// Layout (models.VectorChunk, data migration 13): vector_chunks with the
+// embedding as a bytea of little-endian float32s (the same bytes as
+// SQLite's BLOB), a generated tsvector column (to_tsvector('simple', text))
+// with a GIN index for the full-text side, ranked by ts_rank.
+//
+// The vector side, where the pgvector extension is installed in the
+// database (CREATE EXTENSION vector, or available to the connecting role),
+// runs in SQL: New adds a vector column, filled on Stage, and a search
+// orders the bases' chunks by cosine distance (<=>) there. Where it is not
+// (Debian 12 packages no pgvector), the documented fallback: the bases'
+// embeddings are read and ranked by brute-force cosine in Go, as on SQLite.
+// Both sides are merged by reciprocal-rank fusion (vector.Fuse).
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentryhq/agentry/internal/vector"
+	"github.com/agentryhq/agentry/models"
+)
+
+const (
+	stageBatch  = 256
+	deleteBatch = 5000
+)
+
+// Store is the PostgreSQL vector store. Safe for concurrent use.
+type Store struct {
+	db *sql.DB
+	// pgvector is set when the extension is installed and vector_chunks
+	// has its embedding column.
+	pgvector bool
+}
+
+var _ vector.Store = (*Store)(nil)
+
+// Options tune New.
+type Options struct {
+	// DisablePGVector keeps the Go fallback even where pgvector is
+	// installed (tests and benchmarks compare the two).
+	DisablePGVector bool
+}
+
+// New opens the vector store on the gateway's PostgreSQL database (migrated
+// by models.Open), using pgvector when the database has it.
+func New(ctx context.Context, st *models.Store, opts Options) (*Store, error) {
+	if st == nil || st.Driver != models.DriverPostgres {
+		return nil, errors.New("vector store (postgres): needs the gateway's PostgreSQL database (storage.driver: postgres)")
+	}
+	db, err := st.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("vector store (postgres): %w", err)
+	}
+	s := &Store{db: db}
+	if !opts.DisablePGVector {
+		if s.pgvector, err = enablePGVector(ctx, db); err != nil {
+			return nil, fmt.Errorf("vector store (postgres): pgvector: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// PGVector reports whether searches use pgvector.
+func (s *Store) PGVector() bool { return s.pgvector }
+
+// enablePGVector uses the extension when it is installed in the database,
+// or installs it when the server has it and the role may (CREATE EXTENSION
+// fails otherwise: then the fallback is used), and adds the embedding
+// column. The column has no fixed dimension (a base's model decides), so
+// no ANN index is built: the search is exact, in SQL.
+func enablePGVector(ctx context.Context, db *sql.DB) (bool, error) {
+	var available bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')`).Scan(&available); err != nil {
+		return false, err
+	}
+	if !available {
+		return false, nil
+	}
+	if _, err := db.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS vector`); err != nil {
+		var installed bool
+		if qerr := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')`).Scan(&installed); qerr != nil || !installed {
+			return false, nil // present on the server, not allowed here: the fallback
+		}
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE vector_chunks ADD COLUMN IF NOT EXISTS embedding vector`); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// vectorLiteral is pgvector's text form of v: [1,2,3].
+func vectorLiteral(v []float32) any {
+	if len(v) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.Grow(10 * len(v))
+	b.WriteByte('[')
+	for i, f := range v {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatFloat(float64(f), 'g', -1, 32))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+const upsertChunk = `INSERT INTO vector_chunks (base, document, version, position, published, text, dim, vec)
+VALUES ($1, $2, $3, $4, false, $5, $6, $7)
+ON CONFLICT (base, document, version, position) DO UPDATE SET text = excluded.text, dim = excluded.dim, vec = excluded.vec`
+
+const upsertChunkPGVector = `INSERT INTO vector_chunks (base, document, version, position, published, text, dim, vec, embedding)
+VALUES ($1, $2, $3, $4, false, $5, $6, $7, $8::vector)
+ON CONFLICT (base, document, version, position) DO UPDATE SET text = excluded.text, dim = excluded.dim, vec = excluded.vec, embedding = excluded.embedding`
+
+// Stage implements vector.Store, stageBatch chunks per transaction.
+func (s *Store) Stage(ctx context.Context, base, document, version string, chunks []vector.Chunk) error {
+	if err := vector.CheckSlot(base, document, version); err != nil {
+		return err
+	}
+	if err := vector.CheckChunks(chunks); err != nil {
+		return err
+	}
+	for start := 0; start < len(chunks); start += stageBatch {
+		batch := chunks[start:min(start+stageBatch, len(chunks))]
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			q := upsertChunk
+			if s.pgvector {
+				q = upsertChunkPGVector
+			}
+			st, err := tx.PrepareContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			for _, c := range batch {
+				args := []any{base, document, version, c.Position, c.Text, len(c.Vector), vector.EncodeVector(c.Vector)}
+				if s.pgvector {
+					args = append(args, vectorLiteral(c.Vector))
+				}
+				if _, err := st.ExecContext(ctx, args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("vector store: stage %s/%s@%s: %w", base, document, version, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// StagedPositions implements vector.Store.
+func (s *Store) StagedPositions(ctx context.Context, base, document, version string) ([]int, error) {
+	if err := vector.CheckSlot(base, document, version); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT position FROM vector_chunks WHERE base = $1 AND document = $2 AND version = $3 ORDER BY position`, base, document, version)
+	if err != nil {
+		return nil, fmt.Errorf("vector store: staged positions of %s/%s@%s: %w", base, document, version, err)
+	}
+	defer rows.Close()
+	out := []int{}
+	for rows.Next() {
+		var p int
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// Publish implements vector.Store in one transaction.
+func (s *Store) Publish(ctx context.Context, base, document, version string) error {
+	if err := vector.CheckSlot(base, document, version); err != nil {
+		return err
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = $1 AND document = $2 AND version <> $3`, base, document, version); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE vector_chunks SET published = true WHERE base = $1 AND document = $2 AND version = $3 AND NOT published`, base, document, version)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("vector store: publish %s/%s@%s: %w", base, document, version, err)
+	}
+	return nil
+}
+
+// DeleteDocument implements vector.Store.
+func (s *Store) DeleteDocument(ctx context.Context, base, document string) error {
+	if err := vector.CheckSlot(base, document, "-"); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE base = $1 AND document = $2`, base, document); err != nil {
+		return fmt.Errorf("vector store: delete %s/%s: %w", base, document, err)
+	}
+	return nil
+}
+
+// DeleteBase implements vector.Store, deleteBatch rows per statement.
+func (s *Store) DeleteBase(ctx context.Context, base string) error {
+	if err := vector.CheckSlot(base, "-", "-"); err != nil {
+		return err
+	}
+	for {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM vector_chunks WHERE id IN (SELECT id FROM vector_chunks WHERE base = $1 LIMIT $2)`, base, deleteBatch)
+		if err != nil {
+			return fmt.Errorf("vector store: delete base %s: %w", base, err)
+		}
+		if n, _ := res.RowsAffected(); n < deleteBatch {
+			return nil
+		}
+	}
+}
+
+// Count implements vector.Store.
+func (s *Store) Count(ctx context.Context, base string) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM vector_chunks WHERE base = $1 AND published`, base).Scan(&n); err != nil {
+		return 0, fmt.Errorf("vector store: count %s: %w", base, err)
+	}
+	return n, nil
+}
+
+// Search implements vector.Store; see the package comment.
+func (s *Store) Search(ctx context.Context, q vector.Query) ([]vector.Hit, error) {
+	q = q.Normalize()
+	if len(q.Bases) == 0 {
+		return []vector.Hit{}, nil
+	}
+	n := vector.Candidates(q.K)
+	text, err := s.textSide(ctx, q, n)
+	if err != nil {
+		return nil, fmt.Errorf("vector store: full-text search: %w", err)
+	}
+	var vec []vector.Scored
+	if s.pgvector {
+		vec, err = s.vectorSideSQL(ctx, q, n)
+	} else {
+		vec, err = s.vectorSideGo(ctx, q, n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("vector store: vector search: %w", err)
+	}
+	hits, err := s.load(ctx, vector.Fuse(text, vec, q.K))
+	if err != nil {
+		return nil, fmt.Errorf("vector store: read hits: %w", err)
+	}
+	return hits, nil
+}
+
+func scan(rows *sql.Rows) ([]vector.Scored, error) {
+	defer rows.Close()
+	var out []vector.Scored
+	for rows.Next() {
+		var sc vector.Scored
+		if err := rows.Scan(&sc.ID, &sc.Score); err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, rows.Err()
+}
+
+// textSide ranks the bases' published chunks holding any of the words by
+// ts_rank.
+func (s *Store) textSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
+	terms := vector.Terms(q.Text)
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	// Terms are letters and digits only: safe as tsquery operands.
+	rows, err := s.db.QueryContext(ctx, `SELECT c.id, ts_rank(c.tsv, tq)::float8 AS r FROM vector_chunks c, to_tsquery('simple', $1) tq
+WHERE c.tsv @@ tq AND c.published AND c.base = ANY($2) ORDER BY r DESC, c.id LIMIT $3`, strings.Join(terms, " | "), q.Bases, n)
+	if err != nil {
+		return nil, err
+	}
+	return scan(rows)
+}
+
+// vectorSideSQL ranks by pgvector's cosine distance in the database.
+func (s *Store) vectorSideSQL(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
+	if len(q.Vector) == 0 || vector.Norm(q.Vector) == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, (1 - (embedding <=> $1::vector))::float8 FROM vector_chunks
+WHERE published AND dim = $2 AND base = ANY($3) AND embedding IS NOT NULL ORDER BY embedding <=> $1::vector, id LIMIT $4`,
+		vectorLiteral(q.Vector), len(q.Vector), q.Bases, n)
+	if err != nil {
+		return nil, err
+	}
+	return scan(rows)
+}
+
+// vectorSideGo is the fallback: the bases' embeddings ranked by cosine in Go.
+func (s *Store) vectorSideGo(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
+	norm := vector.Norm(q.Vector)
+	if len(q.Vector) == 0 || norm == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = $1 AND base = ANY($2)`, len(q.Vector), q.Bases)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	top := vector.NewTopN(n)
+	var id int64
+	var raw sql.RawBytes
+	var buf []float32
+	for rows.Next() {
+		if err := rows.Scan(&id, &raw); err != nil {
+			return nil, err
+		}
+		buf = vector.DecodeVector(raw, buf)
+		top.Push(id, vector.Cosine(q.Vector, norm, buf))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return top.Sorted(), nil
+}
+
+func (s *Store) load(ctx context.Context, fused []vector.Fused) ([]vector.Hit, error) {
+	hits := make([]vector.Hit, 0, len(fused))
+	if len(fused) == 0 {
+		return hits, nil
+	}
+	ids := make([]int64, len(fused))
+	for i, f := range fused {
+		ids[i] = f.ID
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, base, document, position, text FROM vector_chunks WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	chunks := make(map[int64]vector.Chunk, len(fused))
+	for rows.Next() {
+		var id int64
+		var c vector.Chunk
+		if err := rows.Scan(&id, &c.Base, &c.Document, &c.Position, &c.Text); err != nil {
+			return nil, err
+		}
+		chunks[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, f := range fused {
+		if c, ok := chunks[f.ID]; ok {
+			hits = append(hits, vector.Hit{Chunk: c, Score: f.Score, TextScore: f.TextScore, VectorScore: f.VectorScore})
+		}
+	}
+	return hits, nil
+}
