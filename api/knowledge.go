@@ -25,11 +25,11 @@ type KnowledgeFeature struct {
 // Register implements Feature.
 func (f *KnowledgeFeature) Register(r fiber.Router) {
 	r.Get("/knowledge/bases", f.list)
-	r.Get("/knowledge/bases/:id", f.get)
-	r.Get("/knowledge/bases/:id/documents", f.documents)
-	r.Post("/knowledge/bases/:id/sources", f.addSource)
-	r.Post("/knowledge/bases/:id/reindex", f.reindex)
-	r.Post("/knowledge/bases/:id/search", f.search)
+	r.Get("/knowledge/bases/:base_id", f.get)
+	r.Get("/knowledge/bases/:base_id/documents", f.documents)
+	r.Post("/knowledge/bases/:base_id/sources", f.addSource)
+	r.Post("/knowledge/bases/:base_id/reindex", f.reindex)
+	r.Post("/knowledge/bases/:base_id/search", f.search)
 }
 
 func (f *KnowledgeFeature) list(c *fiber.Ctx) error {
@@ -44,7 +44,7 @@ func (f *KnowledgeFeature) list(c *fiber.Ctx) error {
 }
 
 func (f *KnowledgeFeature) get(c *fiber.Ctx) error {
-	b, err := f.Knowledge.Base(c.UserContext(), c.Params("id"))
+	b, err := f.Knowledge.Base(c.UserContext(), c.Params("base_id"))
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (f *KnowledgeFeature) get(c *fiber.Ctx) error {
 }
 
 func (f *KnowledgeFeature) documents(c *fiber.Ctx) error {
-	docs, err := f.Knowledge.Documents(c.UserContext(), c.Params("id"))
+	docs, err := f.Knowledge.Documents(c.UserContext(), c.Params("base_id"))
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (f *KnowledgeFeature) addSource(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	b, err := f.Knowledge.AddSource(c.UserContext(), c.Params("id"), req.Source)
+	b, err := f.Knowledge.AddSource(c.UserContext(), c.Params("base_id"), req.Source)
 	if err != nil {
 		return err
 	}
@@ -85,11 +85,11 @@ func (f *KnowledgeFeature) reindex(c *fiber.Ctx) error {
 	if err := Require(c, auth.PermWrite); err != nil {
 		return err
 	}
-	n, err := f.Knowledge.Sync(c.UserContext(), c.Params("id"))
+	n, err := f.Knowledge.Sync(c.UserContext(), c.Params("base_id"))
 	if err != nil {
 		return err
 	}
-	b, err := f.Knowledge.Base(c.UserContext(), c.Params("id"))
+	b, err := f.Knowledge.Base(c.UserContext(), c.Params("base_id"))
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (f *KnowledgeFeature) search(c *fiber.Ctx) error {
 		return badRequest("k must be between 1 and 50 (0: knowledge.top_k)")
 	}
 	p := Principal(c)
-	res, err := f.Knowledge.Search(c.UserContext(), []string{c.Params("id")}, req.Query, req.K,
+	res, err := f.Knowledge.Search(c.UserContext(), []string{c.Params("base_id")}, req.Query, req.K,
 		llm.CallMeta{Subject: p.CostSubject(""), Source: llm.SourceEmbedding, Trigger: "knowledge_search", Interactive: true})
 	if err != nil {
 		return err

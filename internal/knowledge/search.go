@@ -124,7 +124,7 @@ func (s *Service) Passages(ctx context.Context, bases []string, text string, met
 // SearchText implements agent.Knowledge: the passages of a
 // knowledge_search call as text.
 func (s *Service) SearchText(ctx context.Context, bases []string, query string) (string, error) {
-	res, err := s.Search(ctx, s.known(bases), query, s.Config.TopK, llm.CallMeta{Source: llm.SourceEmbedding, Trigger: "knowledge_search"})
+	res, err := s.Search(ctx, s.known(bases), query, s.Config.TopK, llm.CallMeta{Subject: "knowledge_search", Workspace: s.Workspace, Source: llm.SourceEmbedding, Trigger: "knowledge_search"})
 	if err != nil {
 		return "", err
 	}

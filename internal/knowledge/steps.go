@@ -135,7 +135,7 @@ func (s *Service) EmbedBatch(ctx context.Context, in workflows.KnowledgeBatchInp
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	vecs, err := s.Embedder.Embed(ctx, texts, llm.CallMeta{CallID: in.CallID, Source: llm.SourceEmbedding, Trigger: "knowledge",
+	vecs, err := s.Embedder.Embed(ctx, texts, llm.CallMeta{CallID: in.CallID, Subject: "knowledge:" + d.Base, Workspace: s.Workspace, Source: llm.SourceEmbedding, Trigger: "knowledge",
 		RunID: workflows.KnowledgeIngestWorkflowID(in.Document)})
 	if err != nil {
 		return 0, err
