@@ -58,7 +58,9 @@ func (f *fakeEmbedder) Embed(_ context.Context, texts []string, meta llm.CallMet
 	return out, nil
 }
 
-func newService(t *testing.T) (*Service, *fakeEmbedder, string) {
+func newService(t *testing.T) (*Service, *fakeEmbedder, string) { return newServiceB(t) }
+
+func newServiceB(t testing.TB) (*Service, *fakeEmbedder, string) {
 	t.Helper()
 	ctx := context.Background()
 	ws := t.TempDir()
@@ -83,6 +85,10 @@ func newService(t *testing.T) (*Service, *fakeEmbedder, string) {
 // ingest runs the workflow's steps in order, as the workflow does.
 func ingest(t *testing.T, s *Service, id string) (*workflows.KnowledgePrepareResult, error) {
 	t.Helper()
+	return ingestB(s, id)
+}
+
+func ingestB(s *Service, id string) (*workflows.KnowledgePrepareResult, error) {
 	ctx := context.Background()
 	prep, err := s.Prepare(ctx, id)
 	if err != nil {
@@ -102,7 +108,9 @@ func ingest(t *testing.T, s *Service, id string) (*workflows.KnowledgePrepareRes
 	return prep, s.Publish(ctx, workflows.KnowledgeBatchInput{Document: id, Version: prep.Version, BatchSize: prep.BatchSize})
 }
 
-func write(t *testing.T, p, text string) {
+func write(t *testing.T, p, text string) { writeB(t, p, text) }
+
+func writeB(t testing.TB, p, text string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // The console shell: sign-in, navigation between pages (#/board,
-// #/approvals, #/chat, #/costs, #/agents, #/channels[/<id>]) and returning to sign-in when the credential stops
+// #/approvals, #/chat, #/costs, #/agents, #/channels[/<id>], #/knowledge) and returning to sign-in when the credential stops
 // working. Each page module exports render(main, ctx) and may return a
 // function that stops what it started (streams, timers).
 import * as api from "./api.js";
@@ -10,8 +10,9 @@ import * as costs from "./costs.js";
 import * as agents from "./agents.js";
 import * as approvals from "./approvals.js";
 import * as channels from "./channels.js";
+import * as knowledge from "./knowledge.js";
 
-const pages = { board, approvals, chat, costs, agents, channels };
+const pages = { board, approvals, chat, costs, agents, channels, knowledge };
 const main = document.getElementById("main");
 const header = document.querySelector("header.top");
 let cleanup = null;
