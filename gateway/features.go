@@ -22,6 +22,7 @@ func (s *Services) Features() []api.Feature {
 		&api.WebhooksFeature{Webhooks: s.Webhooks, Hangups: hangups},
 		&api.ChannelsFeature{Channels: s.Channels, Messaging: s.Messaging, Deliveries: s.Deliveries, Store: s.gw.Store},
 		&api.SchedulesFeature{Schedules: s.Schedules},
+		&api.KnowledgeFeature{Knowledge: s.Knowledge},
 	}
 	fs = append(fs, s.adminFeatures()...)
 	return fs

@@ -47,10 +47,7 @@ func (s *Services) packageService() *agentpkg.Service {
 				return ids
 			},
 			KnowledgeBases: func() []string {
-				if kbs, ok := cfg.Knowledge["bases"].(map[string]any); ok {
-					return slices.Sorted(maps.Keys(kbs))
-				}
-				return nil
+				return slices.Sorted(maps.Keys(cfg.Knowledge.Bases))
 			},
 			Secrets: func(ctx context.Context) ([]string, error) {
 				list, err := s.Secrets.List(ctx)

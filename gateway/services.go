@@ -16,6 +16,7 @@ import (
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/events"
+	"github.com/agentryhq/agentry/internal/knowledge"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/memory"
@@ -90,6 +91,8 @@ type Services struct {
 	// Vectors is the knowledge bases' vector store (vector.backend;
 	// gateway/vector.go).
 	Vectors vector.Store
+	// Knowledge is knowledge bases (gateway/knowledge.go).
+	Knowledge *knowledge.Service
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -136,6 +139,10 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	s.addPackageInstalls(bg)
+	if err := s.addKnowledge(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	if err := s.addDelivery(bg); err != nil {
 		cancel()
 		return nil, err
@@ -159,7 +166,7 @@ func (s *Services) workerDeps() worker.Deps {
 	return worker.Deps{Temporal: g.Temporal, TaskQueue: g.Config.Temporal.TaskQueue, Logger: s.log,
 		Config: g.Config, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, RunLog: s.RunLog, Chat: s.Chat,
 		Events: s.Events, Channels: s.Channels, Retry: s.Deliveries.Retry, SSRF: SSRFPolicy(&g.Config.Config),
-		Reconcile: s.Reconcile, PackageInstalls: s.PackageInstalls, Messaging: s.Messaging}
+		Reconcile: s.Reconcile, PackageInstalls: s.PackageInstalls, Messaging: s.Messaging, Knowledge: s.Knowledge}
 }
 
 // addDelivery wires webhooks in and out: the inbound webhook trigger, the
@@ -264,6 +271,9 @@ func (s *Services) costsChanged(ctx context.Context, cfg *config.Config) error {
 	}
 	if n, err := s.TaskRuns.NudgeBudgetWaits(ctx); err != nil {
 		s.log.Warn("telling runs waiting for budget about the change failed; they check again on their timer", "told", n, "err", err)
+	}
+	if n, err := s.Knowledge.NudgeBudgetWaits(ctx); err != nil {
+		s.log.Warn("telling ingestions waiting for budget about the change failed; they check again on their timer", "told", n, "err", err)
 	}
 	return nil
 }

@@ -71,6 +71,9 @@ var schemaModels = []any{
 	&Event{},              // events.go
 	&Feedback{},           // chat.go
 	&HookCursor{},         // deliveries_hooks.go
+	&KnowledgeDocument{},  // knowledge.go
+	&KnowledgeSource{},    // knowledge.go
+	&KnowledgeText{},      // knowledge.go
 	&LearningProposal{},   // chat.go
 	&LedgerEntry{},        // ledger.go
 	&MCPServer{},          // mcp.go

@@ -13,6 +13,7 @@ import (
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/delivery"
 	"github.com/agentryhq/agentry/internal/events"
+	"github.com/agentryhq/agentry/internal/knowledge"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/netguard"
 	"github.com/agentryhq/agentry/internal/pkginstall"
@@ -53,6 +54,8 @@ type Deps struct {
 	// and PackageInstall workflows' steps.
 	Reconcile       *reconcile.Service
 	PackageInstalls *pkginstall.Service
+	// Knowledge is the service behind the KnowledgeIngest workflow's steps.
+	Knowledge *knowledge.Service
 }
 
 // Activities builds every activity struct from d, one per workflow family:
@@ -81,6 +84,8 @@ func Activities(d Deps) []any {
 		// Reconcile, PackageInstall.
 		&activities.ReconcileActivities{Service: d.Reconcile},
 		&activities.PackageInstallActivities{Service: d.PackageInstalls},
+		// KnowledgeIngest.
+		&activities.KnowledgeActivities{Service: d.Knowledge},
 	}
 }
 

@@ -23,6 +23,7 @@ var Workflows = []Workflow{
 	{workflows.PackageInstallWorkflowName, workflows.PackageInstall},
 	{workflows.ChannelConversationWorkflowName, workflows.ChannelConversation},
 	{workflows.ChannelTurnWorkflowName, workflows.ChannelTurn},
+	{workflows.KnowledgeIngestWorkflowName, workflows.KnowledgeIngest},
 }
 
 // RegisterWorkflows registers every workflow under its contract name (on a

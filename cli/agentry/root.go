@@ -112,6 +112,7 @@ server.api_key or the workspace's generated key).`,
 		a.approvalsCommand(),
 		a.workboardCommand(),
 		a.packageCommand(),
+		a.knowledgeCommand(),
 	)
 	return root
 }

@@ -79,6 +79,8 @@ type Toolbox struct {
 	// Memory runs the memory tools and pins hot memory (memorytools.go);
 	// nil: no agent has memory.
 	Memory Memory
+	// Knowledge searches knowledge bases (knowledge.go); nil: none.
+	Knowledge Knowledge
 }
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
@@ -90,6 +92,9 @@ func (t *Toolbox) Tools(def *agentdef.Definition) []llm.Tool {
 	}
 	if t != nil && t.Skills != nil {
 		tools = append(tools, t.Skills.Tools(def.Skills)...)
+	}
+	if t != nil && t.Knowledge != nil && len(def.Knowledge) > 0 {
+		tools = append(tools, t.knowledgeTool(def.Knowledge))
 	}
 	return append(tools, t.memoryTools(def)...)
 }
@@ -190,6 +195,8 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		res, err = readFile(workDir, call.Arguments)
 	case "http_get":
 		res, err = t.httpGet(ctx, call.Arguments)
+	case KnowledgeSearchTool:
+		res, err = t.knowledgeSearch(ctx, allowed, call.Arguments)
 	default:
 		d, ok := drivers.LookupTool(call.Name)
 		if !ok {

@@ -49,8 +49,12 @@ type Definition struct {
 	// MCP lists the MCP servers whose tools the agent may use ("*": all).
 	MCP []string `yaml:"mcp,omitempty" json:"mcp,omitempty"`
 	// Skills names the skills whose instructions and tools the agent uses.
-	Skills   []string `yaml:"skills,omitempty" json:"skills,omitempty"`
-	MaxTurns int      `yaml:"max_turns,omitempty" json:"max_turns,omitempty"`
+	Skills []string `yaml:"skills,omitempty" json:"skills,omitempty"`
+	// Knowledge names the knowledge bases (knowledge.bases.<id>) the agent
+	// answers from: passages added before each turn and the
+	// knowledge_search tool.
+	Knowledge []string `yaml:"knowledge,omitempty" json:"knowledge,omitempty"`
+	MaxTurns  int      `yaml:"max_turns,omitempty" json:"max_turns,omitempty"`
 	// Approvals names the tools a person must approve before a durable run
 	// (task run, scheduled firing) executes them; chat refuses them.
 	Approvals *Approvals `yaml:"approvals,omitempty" json:"approvals,omitempty"`
@@ -123,6 +127,12 @@ func (d *Definition) ToolGrants() []string {
 	for _, name := range d.Skills {
 		out = append(out, toolgrant.Skill(name))
 	}
+	if len(d.Knowledge) > 0 {
+		out = append(out, "knowledge_search")
+		for _, b := range d.Knowledge {
+			out = append(out, toolgrant.Knowledge(b))
+		}
+	}
 	return append(out, d.Memory.MemoryTools()...)
 }
 
@@ -178,7 +188,11 @@ func (e *ValidationError) Fault() fault.Detail {
 }
 
 // Parse reads and validates one definition. Errors carry file, line and key.
-func Parse(data []byte, file string) (*Definition, error) {
+func Parse(data []byte, file string) (*Definition, error) { return ParseWith(data, file, Refs{}) }
+
+// ParseWith is Parse that also checks the definition's references against
+// refs (knowledge bases).
+func ParseWith(data []byte, file string, refs Refs) (*Definition, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, &ValidationError{Problems: []FieldError{{File: file, Line: yamlErrLine(err), Msg: err.Error()}}}
@@ -205,7 +219,7 @@ func Parse(data []byte, file string) (*Definition, error) {
 		return nil, &ValidationError{Problems: []FieldError{{File: file, Msg: err.Error()}}}
 	}
 	d.File = file
-	if probs := d.validate(); len(probs) > 0 {
+	if probs := append(d.validate(), d.checkRefs(refs)...); len(probs) > 0 {
 		for i := range probs {
 			probs[i].File = file
 			probs[i].Line = lines[probs[i].Key]

@@ -62,7 +62,7 @@ func (f *Files) Create(data []byte, source string) (*Definition, error) {
 	if source == "" {
 		source = "definition"
 	}
-	def, err := Parse(data, source)
+	def, err := ParseWith(data, source, f.Registry.Refs())
 	if err != nil {
 		return nil, err
 	}

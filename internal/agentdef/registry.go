@@ -19,6 +19,7 @@ import (
 type Registry struct {
 	dirs []string
 	log  *slog.Logger
+	refs Refs
 
 	mu       sync.RWMutex
 	agents   map[string]*Definition
@@ -84,7 +85,7 @@ func (r *Registry) Reload() []error {
 			errs = append(errs, fmt.Errorf("read %s: %w", f, err))
 			continue
 		}
-		d, err := Parse(data, f)
+		d, err := ParseWith(data, f, r.Refs())
 		if err != nil {
 			errs = append(errs, err)
 			continue

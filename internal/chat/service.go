@@ -196,7 +196,7 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 			Source: req.Source, Trigger: triggerOf(req.Source), DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
 	defer s.Store.FlushLater(detached.Context(ex.ctx)) // nothing left once the exchange is saved
 	out, runErr := agent.Run(ex, agent.Input{
-		Provider: set.Provider, Model: set.Model, SystemPrompt: system, History: history, UserText: req.Text,
+		Provider: set.Provider, Model: set.Model, SystemPrompt: s.Toolbox.WithKnowledge(ctx, def, system, req.Text, ex.meta), History: history, UserText: req.Text,
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens, MaxTurns: set.MaxTurns, PromptCaching: set.Caching,
 	})
 	finished := time.Now().UTC()

@@ -22,7 +22,7 @@ type Config struct {
 	Vector        VectorConfig      `yaml:"vector,omitempty" env:", prefix=VECTOR_"`
 	Queue         map[string]any    `yaml:"queue,omitempty"`
 	Executor      map[string]any    `yaml:"executor,omitempty"`
-	Knowledge     map[string]any    `yaml:"knowledge,omitempty"`
+	Knowledge     KnowledgeConfig   `yaml:"knowledge" env:", prefix=KNOWLEDGE_"`
 	Auth          AuthConfig        `yaml:"auth" env:", prefix=AUTH_"`
 	Credentials   CredentialsConfig `yaml:"credentials" env:", prefix=CREDENTIALS_"`
 	Updates       UpdatesConfig     `yaml:"updates" env:", prefix=UPDATES_"`

@@ -64,6 +64,7 @@ func Defaults() Config {
 			Worker:    WorkerConfig{Enabled: true},
 		},
 		Workboard: WorkboardConfig{Enabled: true},
+		Knowledge: KnowledgeDefaults(),
 		Telemetry: TelemetryConfig{SampleRatio: 1, Metrics: MetricsConfig{Enabled: true}},
 	}
 }

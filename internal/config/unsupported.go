@@ -20,7 +20,6 @@ var unsupported = []unsupportedKey{
 	// The vector store is built in parallel (issue 45): memory searches are
 	// full-text until it is wired in.
 	{"memory.vector", flag(func(c *Config) bool { return c.Memory.Vector })},
-	{"knowledge", flag(func(c *Config) bool { return len(c.Knowledge) > 0 })},
 	{"executor", flag(func(c *Config) bool { return len(c.Executor) > 0 })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},
 	{"voice", flag(func(c *Config) bool { return len(c.Voice) > 0 })},

@@ -28,6 +28,7 @@ func Validate(c *Config) error {
 	validateChannels(c.Channels.Messaging, bad)
 	validateMemory(c.Memory, bad)
 	validateVector(c, bad)
+	validateKnowledge(&c.Knowledge, bad)
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
 	}

@@ -109,6 +109,9 @@ func (p Preparer) Prepare(ctx context.Context, req Request) (*Prepared, error) {
 	} else if req.SkillInstructions {
 		system = p.Toolbox.SystemPrompt(def)
 	}
+	// The passages of the agent's knowledge bases for the first message
+	// are part of the snapshot: a retry or a replay sees the same prompt.
+	system = p.Toolbox.WithKnowledge(ctx, def, system, req.UserText, llm.CallMeta{Subject: req.Who.CostSubject(""), AgentID: def.ID})
 	snap := workflows.RunSnapshot{Builtins: def.ToolGrants(), Memory: scope, Agent: agent.Input{
 		Provider: set.Provider, Model: set.Model, SystemPrompt: system, History: history, UserText: req.UserText,
 		Tools: set.Tools, ToolChoice: set.ToolChoice, Temperature: set.Temperature, MaxTokens: set.MaxTokens,

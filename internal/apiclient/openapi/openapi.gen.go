@@ -585,6 +585,78 @@ func (e HealthCheckStatus) Valid() bool {
 	}
 }
 
+// Defines values for KnowledgeBaseStatus.
+const (
+	KnowledgeBaseStatusEmpty    KnowledgeBaseStatus = "empty"
+	KnowledgeBaseStatusFailed   KnowledgeBaseStatus = "failed"
+	KnowledgeBaseStatusIndexing KnowledgeBaseStatus = "indexing"
+	KnowledgeBaseStatusReady    KnowledgeBaseStatus = "ready"
+)
+
+// Valid indicates whether the value is a known member of the KnowledgeBaseStatus enum.
+func (e KnowledgeBaseStatus) Valid() bool {
+	switch e {
+	case KnowledgeBaseStatusEmpty:
+		return true
+	case KnowledgeBaseStatusFailed:
+		return true
+	case KnowledgeBaseStatusIndexing:
+		return true
+	case KnowledgeBaseStatusReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for KnowledgeDocumentKind.
+const (
+	HTML     KnowledgeDocumentKind = "html"
+	Markdown KnowledgeDocumentKind = "markdown"
+	Pdf      KnowledgeDocumentKind = "pdf"
+	Text     KnowledgeDocumentKind = "text"
+)
+
+// Valid indicates whether the value is a known member of the KnowledgeDocumentKind enum.
+func (e KnowledgeDocumentKind) Valid() bool {
+	switch e {
+	case HTML:
+		return true
+	case Markdown:
+		return true
+	case Pdf:
+		return true
+	case Text:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for KnowledgeDocumentStatus.
+const (
+	KnowledgeDocumentStatusFailed   KnowledgeDocumentStatus = "failed"
+	KnowledgeDocumentStatusIndexing KnowledgeDocumentStatus = "indexing"
+	KnowledgeDocumentStatusQueued   KnowledgeDocumentStatus = "queued"
+	KnowledgeDocumentStatusReady    KnowledgeDocumentStatus = "ready"
+)
+
+// Valid indicates whether the value is a known member of the KnowledgeDocumentStatus enum.
+func (e KnowledgeDocumentStatus) Valid() bool {
+	switch e {
+	case KnowledgeDocumentStatusFailed:
+		return true
+	case KnowledgeDocumentStatusIndexing:
+		return true
+	case KnowledgeDocumentStatusQueued:
+		return true
+	case KnowledgeDocumentStatusReady:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LedgerEntryOutcome.
 const (
 	LedgerEntryOutcomeCancelled  LedgerEntryOutcome = "cancelled"
@@ -2193,6 +2265,76 @@ type HealthCheckSeverity string
 // HealthCheckStatus defines model for HealthCheck.Status.
 type HealthCheckStatus string
 
+// KnowledgeBase defines model for KnowledgeBase.
+type KnowledgeBase struct {
+	Chunks      int64    `json:"chunks,omitempty,omitzero"`
+	Description string   `json:"description,omitempty,omitzero"`
+	Documents   int64    `json:"documents,omitempty,omitzero"`
+	Failed      int64    `json:"failed,omitempty,omitzero"`
+	ID          string   `json:"id,omitempty,omitzero"`
+	Indexing    int64    `json:"indexing,omitempty,omitzero"`
+	Queued      int64    `json:"queued,omitempty,omitzero"`
+	Ready       int64    `json:"ready,omitempty,omitzero"`
+	Sources     []string `json:"sources,omitempty,omitzero"`
+
+	// Status indexing while any document is queued or indexing; failed when no document is ready
+	Status KnowledgeBaseStatus `json:"status,omitempty,omitzero"`
+}
+
+// KnowledgeBaseStatus indexing while any document is queued or indexing; failed when no document is ready
+type KnowledgeBaseStatus string
+
+// KnowledgeDocument defines model for KnowledgeDocument.
+type KnowledgeDocument struct {
+	Base      string                  `json:"base,omitempty,omitzero"`
+	Bytes     int64                   `json:"bytes,omitempty,omitzero"`
+	Chunks    int64                   `json:"chunks,omitempty,omitzero"`
+	CreatedAt time.Time               `json:"created_at,omitempty,omitzero"`
+	Embedded  int64                   `json:"embedded,omitempty,omitzero"`
+	Error     string                  `json:"error,omitempty,omitzero"`
+	ID        string                  `json:"id,omitempty,omitzero"`
+	IndexedAt time.Time               `json:"indexed_at,omitempty,omitzero"`
+	Kind      KnowledgeDocumentKind   `json:"kind,omitempty,omitzero"`
+	Source    string                  `json:"source,omitempty,omitzero"`
+	Status    KnowledgeDocumentStatus `json:"status,omitempty,omitzero"`
+	UpdatedAt time.Time               `json:"updated_at,omitempty,omitzero"`
+
+	// Version content hash of the published chunks
+	Version string `json:"version,omitempty,omitzero"`
+
+	// WaitingFor budget while the ingestion waits for a hard budget
+	WaitingFor string `json:"waiting_for,omitempty,omitzero"`
+	WorkflowID string `json:"workflow_id,omitempty,omitzero"`
+}
+
+// KnowledgeDocumentKind defines model for KnowledgeDocument.Kind.
+type KnowledgeDocumentKind string
+
+// KnowledgeDocumentStatus defines model for KnowledgeDocument.Status.
+type KnowledgeDocumentStatus string
+
+// KnowledgePassage defines model for KnowledgePassage.
+type KnowledgePassage struct {
+	Base     string `json:"base,omitempty,omitzero"`
+	Document string `json:"document,omitempty,omitzero"`
+
+	// Position the chunk's index in its document (the citation)
+	Position    int64   `json:"position,omitempty,omitzero"`
+	Score       float64 `json:"score,omitempty,omitzero"`
+	Source      string  `json:"source,omitempty,omitzero"`
+	Text        string  `json:"text,omitempty,omitzero"`
+	TextScore   float64 `json:"text_score,omitempty,omitzero"`
+	VectorScore float64 `json:"vector_score,omitempty,omitzero"`
+}
+
+// KnowledgeSearchResult defines model for KnowledgeSearchResult.
+type KnowledgeSearchResult struct {
+	Passages  []KnowledgePassage `json:"passages,omitempty,omitzero"`
+	Query     string             `json:"query,omitempty,omitzero"`
+	TextOnly  bool               `json:"text_only,omitempty,omitzero"`
+	Truncated bool               `json:"truncated,omitempty,omitzero"`
+}
+
 // LedgerEntry One inference call (prompt-free; docs/costs.md "Ledger entry").
 type LedgerEntry struct {
 	AgentID              string                   `json:"agent_id,omitempty,omitzero"`
@@ -2916,6 +3058,9 @@ type ChannelID = string
 // CommentID defines model for CommentID.
 type CommentID = int64
 
+// KnowledgeBaseID defines model for KnowledgeBaseID.
+type KnowledgeBaseID = string
+
 // PageCursor defines model for PageCursor.
 type PageCursor = string
 
@@ -3064,6 +3209,20 @@ type PostIngressIDParams struct {
 
 	// XSlackRetryNum slack
 	XSlackRetryNum *string `json:"X-Slack-Retry-Num,omitempty"`
+}
+
+// PostKnowledgeBasesBaseIDSearchJSONBody defines parameters for PostKnowledgeBasesBaseIDSearch.
+type PostKnowledgeBasesBaseIDSearchJSONBody struct {
+	// K passages wanted (0: knowledge.top_k)
+	K int64 `json:"k,omitempty,omitzero"`
+
+	// Query cut to 2000 characters (truncated says so)
+	Query string `json:"query"`
+}
+
+// PostKnowledgeBasesBaseIDSourcesJSONBody defines parameters for PostKnowledgeBasesBaseIDSources.
+type PostKnowledgeBasesBaseIDSourcesJSONBody struct {
+	Source string `json:"source"`
 }
 
 // GetLearningFeedbackParams defines parameters for GetLearningFeedback.
@@ -3218,6 +3377,12 @@ type PostCostsReconciliationRunJSONRequestBody PostCostsReconciliationRunJSONBod
 
 // PostIngressIDJSONRequestBody defines body for PostIngressID for application/json ContentType.
 type PostIngressIDJSONRequestBody PostIngressIDJSONBody
+
+// PostKnowledgeBasesBaseIDSearchJSONRequestBody defines body for PostKnowledgeBasesBaseIDSearch for application/json ContentType.
+type PostKnowledgeBasesBaseIDSearchJSONRequestBody PostKnowledgeBasesBaseIDSearchJSONBody
+
+// PostKnowledgeBasesBaseIDSourcesJSONRequestBody defines body for PostKnowledgeBasesBaseIDSources for application/json ContentType.
+type PostKnowledgeBasesBaseIDSourcesJSONRequestBody PostKnowledgeBasesBaseIDSourcesJSONBody
 
 // PutMCPOwnIDJSONRequestBody defines body for PutMCPOwnID for application/json ContentType.
 type PutMCPOwnIDJSONRequestBody = MCPServerSpec
@@ -4018,6 +4183,54 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
 	PostIngressID(ctx context.Context, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetKnowledgeBases Every knowledge base (knowledge.bases) with its documents' status
+	//
+	// Corresponds with GET /knowledge/bases (the `GetKnowledgeBases` operationId).
+	GetKnowledgeBases(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetKnowledgeBasesBaseID One knowledge base with its status
+	//
+	// Corresponds with GET /knowledge/bases/{base_id} (the `GetKnowledgeBasesBaseID` operationId).
+	GetKnowledgeBasesBaseID(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetKnowledgeBasesBaseIDDocuments A base's documents with their status (queued, indexing, ready, failed with the reason); rows whose workflow ended without a result are reconciled first
+	//
+	// Corresponds with GET /knowledge/bases/{base_id}/documents (the `GetKnowledgeBasesBaseIDDocuments` operationId).
+	GetKnowledgeBasesBaseIDDocuments(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostKnowledgeBasesBaseIDReindex Index every source again (write): new and changed documents are embedded, unchanged ones (same content hash) cost nothing
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/reindex (the `PostKnowledgeBasesBaseIDReindex` operationId).
+	PostKnowledgeBasesBaseIDReindex(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostKnowledgeBasesBaseIDSearchWithBody Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+	PostKnowledgeBasesBaseIDSearchWithBody(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostKnowledgeBasesBaseIDSearch Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+	PostKnowledgeBasesBaseIDSearch(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSearchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostKnowledgeBasesBaseIDSourcesWithBody Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+	PostKnowledgeBasesBaseIDSourcesWithBody(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostKnowledgeBasesBaseIDSources Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+	PostKnowledgeBasesBaseIDSources(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLearningFeedback Recent feedback with learning proposals (memory:read), newest first
 	//
@@ -5342,6 +5555,134 @@ func (c *Client) PostIngressIDWithBody(ctx context.Context, id ChannelID, params
 // Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
 func (c *Client) PostIngressID(ctx context.Context, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostIngressIDRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetKnowledgeBases Every knowledge base (knowledge.bases) with its documents' status
+//
+// Corresponds with GET /knowledge/bases (the `GetKnowledgeBases` operationId).
+func (c *Client) GetKnowledgeBases(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetKnowledgeBasesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetKnowledgeBasesBaseID One knowledge base with its status
+//
+// Corresponds with GET /knowledge/bases/{base_id} (the `GetKnowledgeBasesBaseID` operationId).
+func (c *Client) GetKnowledgeBasesBaseID(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetKnowledgeBasesBaseIDRequest(c.Server, baseID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetKnowledgeBasesBaseIDDocuments A base's documents with their status (queued, indexing, ready, failed with the reason); rows whose workflow ended without a result are reconciled first
+//
+// Corresponds with GET /knowledge/bases/{base_id}/documents (the `GetKnowledgeBasesBaseIDDocuments` operationId).
+func (c *Client) GetKnowledgeBasesBaseIDDocuments(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetKnowledgeBasesBaseIDDocumentsRequest(c.Server, baseID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostKnowledgeBasesBaseIDReindex Index every source again (write): new and changed documents are embedded, unchanged ones (same content hash) cost nothing
+//
+// Corresponds with POST /knowledge/bases/{base_id}/reindex (the `PostKnowledgeBasesBaseIDReindex` operationId).
+func (c *Client) PostKnowledgeBasesBaseIDReindex(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostKnowledgeBasesBaseIDReindexRequest(c.Server, baseID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostKnowledgeBasesBaseIDSearchWithBody Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+func (c *Client) PostKnowledgeBasesBaseIDSearchWithBody(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostKnowledgeBasesBaseIDSearchRequestWithBody(c.Server, baseID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostKnowledgeBasesBaseIDSearch Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+func (c *Client) PostKnowledgeBasesBaseIDSearch(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSearchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostKnowledgeBasesBaseIDSearchRequest(c.Server, baseID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostKnowledgeBasesBaseIDSourcesWithBody Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+func (c *Client) PostKnowledgeBasesBaseIDSourcesWithBody(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostKnowledgeBasesBaseIDSourcesRequestWithBody(c.Server, baseID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostKnowledgeBasesBaseIDSources Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+func (c *Client) PostKnowledgeBasesBaseIDSources(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostKnowledgeBasesBaseIDSourcesRequest(c.Server, baseID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8290,6 +8631,229 @@ func NewPostIngressIDRequestWithBody(server string, id ChannelID, params *PostIn
 	return req, nil
 }
 
+// NewGetKnowledgeBasesRequest constructs an http.Request for the GetKnowledgeBases method
+func NewGetKnowledgeBasesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/knowledge/bases")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetKnowledgeBasesBaseIDRequest constructs an http.Request for the GetKnowledgeBasesBaseID method
+func NewGetKnowledgeBasesBaseIDRequest(server string, baseID KnowledgeBaseID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "base_id", baseID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/knowledge/bases/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetKnowledgeBasesBaseIDDocumentsRequest constructs an http.Request for the GetKnowledgeBasesBaseIDDocuments method
+func NewGetKnowledgeBasesBaseIDDocumentsRequest(server string, baseID KnowledgeBaseID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "base_id", baseID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/knowledge/bases/%s/documents", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostKnowledgeBasesBaseIDReindexRequest constructs an http.Request for the PostKnowledgeBasesBaseIDReindex method
+func NewPostKnowledgeBasesBaseIDReindexRequest(server string, baseID KnowledgeBaseID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "base_id", baseID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/knowledge/bases/%s/reindex", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostKnowledgeBasesBaseIDSearchRequest calls the generic PostKnowledgeBasesBaseIDSearch builder with application/json body
+func NewPostKnowledgeBasesBaseIDSearchRequest(server string, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSearchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostKnowledgeBasesBaseIDSearchRequestWithBody(server, baseID, "application/json", bodyReader)
+}
+
+// NewPostKnowledgeBasesBaseIDSearchRequestWithBody constructs an http.Request for the PostKnowledgeBasesBaseIDSearch method, with any body, and a specified content type
+func NewPostKnowledgeBasesBaseIDSearchRequestWithBody(server string, baseID KnowledgeBaseID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "base_id", baseID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/knowledge/bases/%s/search", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostKnowledgeBasesBaseIDSourcesRequest calls the generic PostKnowledgeBasesBaseIDSources builder with application/json body
+func NewPostKnowledgeBasesBaseIDSourcesRequest(server string, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSourcesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostKnowledgeBasesBaseIDSourcesRequestWithBody(server, baseID, "application/json", bodyReader)
+}
+
+// NewPostKnowledgeBasesBaseIDSourcesRequestWithBody constructs an http.Request for the PostKnowledgeBasesBaseIDSources method, with any body, and a specified content type
+func NewPostKnowledgeBasesBaseIDSourcesRequestWithBody(server string, baseID KnowledgeBaseID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "base_id", baseID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/knowledge/bases/%s/sources", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetLearningFeedbackRequest constructs an http.Request for the GetLearningFeedback method
 func NewGetLearningFeedbackRequest(server string, params *GetLearningFeedbackParams) (*http.Request, error) {
 	var err error
@@ -10764,6 +11328,62 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /ingress/{id} (the `PostIngressID` operationId).
 	PostIngressIDWithResponse(ctx context.Context, id ChannelID, params *PostIngressIDParams, body PostIngressIDJSONRequestBody, reqEditors ...RequestEditorFn) (*PostIngressIDResponse, error)
+
+	// GetKnowledgeBasesWithResponse Every knowledge base (knowledge.bases) with its documents' status
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /knowledge/bases (the `GetKnowledgeBases` operationId).
+	GetKnowledgeBasesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetKnowledgeBasesResponse, error)
+
+	// GetKnowledgeBasesBaseIDWithResponse One knowledge base with its status
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /knowledge/bases/{base_id} (the `GetKnowledgeBasesBaseID` operationId).
+	GetKnowledgeBasesBaseIDWithResponse(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*GetKnowledgeBasesBaseIDResponse, error)
+
+	// GetKnowledgeBasesBaseIDDocumentsWithResponse A base's documents with their status (queued, indexing, ready, failed with the reason); rows whose workflow ended without a result are reconciled first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /knowledge/bases/{base_id}/documents (the `GetKnowledgeBasesBaseIDDocuments` operationId).
+	GetKnowledgeBasesBaseIDDocumentsWithResponse(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*GetKnowledgeBasesBaseIDDocumentsResponse, error)
+
+	// PostKnowledgeBasesBaseIDReindexWithResponse Index every source again (write): new and changed documents are embedded, unchanged ones (same content hash) cost nothing
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/reindex (the `PostKnowledgeBasesBaseIDReindex` operationId).
+	PostKnowledgeBasesBaseIDReindexWithResponse(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDReindexResponse, error)
+
+	// PostKnowledgeBasesBaseIDSearchWithBodyWithResponse Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+	PostKnowledgeBasesBaseIDSearchWithBodyWithResponse(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSearchResponse, error)
+
+	// PostKnowledgeBasesBaseIDSearchWithResponse Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+	PostKnowledgeBasesBaseIDSearchWithResponse(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSearchJSONRequestBody, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSearchResponse, error)
+
+	// PostKnowledgeBasesBaseIDSourcesWithBodyWithResponse Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+	PostKnowledgeBasesBaseIDSourcesWithBodyWithResponse(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSourcesResponse, error)
+
+	// PostKnowledgeBasesBaseIDSourcesWithResponse Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+	PostKnowledgeBasesBaseIDSourcesWithResponse(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSourcesResponse, error)
 
 	// GetLearningFeedbackWithResponse Recent feedback with learning proposals (memory:read), newest first
 	//
@@ -13872,6 +14492,354 @@ func (r PostIngressIDResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostIngressIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetKnowledgeBasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Bases []KnowledgeBase `json:"bases,omitempty,omitzero"`
+		Count int64           `json:"count,omitempty,omitzero"`
+	}
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetKnowledgeBasesResponse) GetJSON200() *struct {
+	Bases []KnowledgeBase `json:"bases,omitempty,omitzero"`
+	Count int64           `json:"count,omitempty,omitzero"`
+} {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetKnowledgeBasesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetKnowledgeBasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetKnowledgeBasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetKnowledgeBasesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetKnowledgeBasesBaseIDResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KnowledgeBase
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetKnowledgeBasesBaseIDResponse) GetJSON200() *KnowledgeBase {
+	return r.JSON200
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetKnowledgeBasesBaseIDResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetKnowledgeBasesBaseIDResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetKnowledgeBasesBaseIDResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetKnowledgeBasesBaseIDResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetKnowledgeBasesBaseIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetKnowledgeBasesBaseIDDocumentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Count     int64               `json:"count,omitempty,omitzero"`
+		Documents []KnowledgeDocument `json:"documents,omitempty,omitzero"`
+	}
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetKnowledgeBasesBaseIDDocumentsResponse) GetJSON200() *struct {
+	Count     int64               `json:"count,omitempty,omitzero"`
+	Documents []KnowledgeDocument `json:"documents,omitempty,omitzero"`
+} {
+	return r.JSON200
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetKnowledgeBasesBaseIDDocumentsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetKnowledgeBasesBaseIDDocumentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetKnowledgeBasesBaseIDDocumentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetKnowledgeBasesBaseIDDocumentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetKnowledgeBasesBaseIDDocumentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostKnowledgeBasesBaseIDReindexResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *struct {
+		Base    KnowledgeBase `json:"base,omitempty,omitzero"`
+		Started int64         `json:"started,omitempty,omitzero"`
+	}
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r PostKnowledgeBasesBaseIDReindexResponse) GetJSON202() *struct {
+	Base    KnowledgeBase `json:"base,omitempty,omitzero"`
+	Started int64         `json:"started,omitempty,omitzero"`
+} {
+	return r.JSON202
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostKnowledgeBasesBaseIDReindexResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostKnowledgeBasesBaseIDReindexResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostKnowledgeBasesBaseIDReindexResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostKnowledgeBasesBaseIDReindexResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostKnowledgeBasesBaseIDReindexResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostKnowledgeBasesBaseIDReindexResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostKnowledgeBasesBaseIDReindexResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostKnowledgeBasesBaseIDSearchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KnowledgeSearchResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostKnowledgeBasesBaseIDSearchResponse) GetJSON200() *KnowledgeSearchResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostKnowledgeBasesBaseIDSearchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostKnowledgeBasesBaseIDSearchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostKnowledgeBasesBaseIDSearchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r PostKnowledgeBasesBaseIDSearchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostKnowledgeBasesBaseIDSearchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostKnowledgeBasesBaseIDSearchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostKnowledgeBasesBaseIDSearchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostKnowledgeBasesBaseIDSourcesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *KnowledgeBase
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r PostKnowledgeBasesBaseIDSourcesResponse) GetJSON202() *KnowledgeBase {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostKnowledgeBasesBaseIDSourcesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostKnowledgeBasesBaseIDSourcesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostKnowledgeBasesBaseIDSourcesResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostKnowledgeBasesBaseIDSourcesResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostKnowledgeBasesBaseIDSourcesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostKnowledgeBasesBaseIDSourcesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostKnowledgeBasesBaseIDSourcesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostKnowledgeBasesBaseIDSourcesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17395,6 +18363,110 @@ func (c *ClientWithResponses) PostIngressIDWithResponse(ctx context.Context, id 
 	return ParsePostIngressIDResponse(rsp)
 }
 
+// GetKnowledgeBasesWithResponse Every knowledge base (knowledge.bases) with its documents' status
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /knowledge/bases (the `GetKnowledgeBases` operationId).
+func (c *ClientWithResponses) GetKnowledgeBasesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetKnowledgeBasesResponse, error) {
+	rsp, err := c.GetKnowledgeBases(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetKnowledgeBasesResponse(rsp)
+}
+
+// GetKnowledgeBasesBaseIDWithResponse One knowledge base with its status
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /knowledge/bases/{base_id} (the `GetKnowledgeBasesBaseID` operationId).
+func (c *ClientWithResponses) GetKnowledgeBasesBaseIDWithResponse(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*GetKnowledgeBasesBaseIDResponse, error) {
+	rsp, err := c.GetKnowledgeBasesBaseID(ctx, baseID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetKnowledgeBasesBaseIDResponse(rsp)
+}
+
+// GetKnowledgeBasesBaseIDDocumentsWithResponse A base's documents with their status (queued, indexing, ready, failed with the reason); rows whose workflow ended without a result are reconciled first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /knowledge/bases/{base_id}/documents (the `GetKnowledgeBasesBaseIDDocuments` operationId).
+func (c *ClientWithResponses) GetKnowledgeBasesBaseIDDocumentsWithResponse(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*GetKnowledgeBasesBaseIDDocumentsResponse, error) {
+	rsp, err := c.GetKnowledgeBasesBaseIDDocuments(ctx, baseID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetKnowledgeBasesBaseIDDocumentsResponse(rsp)
+}
+
+// PostKnowledgeBasesBaseIDReindexWithResponse Index every source again (write): new and changed documents are embedded, unchanged ones (same content hash) cost nothing
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /knowledge/bases/{base_id}/reindex (the `PostKnowledgeBasesBaseIDReindex` operationId).
+func (c *ClientWithResponses) PostKnowledgeBasesBaseIDReindexWithResponse(ctx context.Context, baseID KnowledgeBaseID, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDReindexResponse, error) {
+	rsp, err := c.PostKnowledgeBasesBaseIDReindex(ctx, baseID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostKnowledgeBasesBaseIDReindexResponse(rsp)
+}
+
+// PostKnowledgeBasesBaseIDSearchWithBodyWithResponse Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+func (c *ClientWithResponses) PostKnowledgeBasesBaseIDSearchWithBodyWithResponse(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSearchResponse, error) {
+	rsp, err := c.PostKnowledgeBasesBaseIDSearchWithBody(ctx, baseID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostKnowledgeBasesBaseIDSearchResponse(rsp)
+}
+
+// PostKnowledgeBasesBaseIDSearchWithResponse Hybrid search (full text and vector similarity, merged) of a base (write: the query's embedding is a governed call)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /knowledge/bases/{base_id}/search (the `PostKnowledgeBasesBaseIDSearch` operationId).
+func (c *ClientWithResponses) PostKnowledgeBasesBaseIDSearchWithResponse(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSearchJSONRequestBody, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSearchResponse, error) {
+	rsp, err := c.PostKnowledgeBasesBaseIDSearch(ctx, baseID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostKnowledgeBasesBaseIDSearchResponse(rsp)
+}
+
+// PostKnowledgeBasesBaseIDSourcesWithBodyWithResponse Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+func (c *ClientWithResponses) PostKnowledgeBasesBaseIDSourcesWithBodyWithResponse(ctx context.Context, baseID KnowledgeBaseID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSourcesResponse, error) {
+	rsp, err := c.PostKnowledgeBasesBaseIDSourcesWithBody(ctx, baseID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostKnowledgeBasesBaseIDSourcesResponse(rsp)
+}
+
+// PostKnowledgeBasesBaseIDSourcesWithResponse Add a source (a file, folder or glob relative to the workspace, or an http(s) URL) and index it (admin)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /knowledge/bases/{base_id}/sources (the `PostKnowledgeBasesBaseIDSources` operationId).
+func (c *ClientWithResponses) PostKnowledgeBasesBaseIDSourcesWithResponse(ctx context.Context, baseID KnowledgeBaseID, body PostKnowledgeBasesBaseIDSourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostKnowledgeBasesBaseIDSourcesResponse, error) {
+	rsp, err := c.PostKnowledgeBasesBaseIDSources(ctx, baseID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostKnowledgeBasesBaseIDSourcesResponse(rsp)
+}
+
 // GetLearningFeedbackWithResponse Recent feedback with learning proposals (memory:read), newest first
 //
 // Returns a wrapper object for the known response body format(s).
@@ -20178,6 +21250,255 @@ func ParsePostIngressIDResponse(rsp *http.Response) (*PostIngressIDResponse, err
 
 	case rsp.StatusCode == 500:
 		// Content-type (text/plain) unsupported
+
+	}
+
+	return response, nil
+}
+
+// ParseGetKnowledgeBasesResponse parses an HTTP response from a GetKnowledgeBasesWithResponse call
+func ParseGetKnowledgeBasesResponse(rsp *http.Response) (*GetKnowledgeBasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetKnowledgeBasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Bases []KnowledgeBase `json:"bases,omitempty,omitzero"`
+			Count int64           `json:"count,omitempty,omitzero"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetKnowledgeBasesBaseIDResponse parses an HTTP response from a GetKnowledgeBasesBaseIDWithResponse call
+func ParseGetKnowledgeBasesBaseIDResponse(rsp *http.Response) (*GetKnowledgeBasesBaseIDResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetKnowledgeBasesBaseIDResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KnowledgeBase
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetKnowledgeBasesBaseIDDocumentsResponse parses an HTTP response from a GetKnowledgeBasesBaseIDDocumentsWithResponse call
+func ParseGetKnowledgeBasesBaseIDDocumentsResponse(rsp *http.Response) (*GetKnowledgeBasesBaseIDDocumentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetKnowledgeBasesBaseIDDocumentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Count     int64               `json:"count,omitempty,omitzero"`
+			Documents []KnowledgeDocument `json:"documents,omitempty,omitzero"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostKnowledgeBasesBaseIDReindexResponse parses an HTTP response from a PostKnowledgeBasesBaseIDReindexWithResponse call
+func ParsePostKnowledgeBasesBaseIDReindexResponse(rsp *http.Response) (*PostKnowledgeBasesBaseIDReindexResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostKnowledgeBasesBaseIDReindexResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest struct {
+			Base    KnowledgeBase `json:"base,omitempty,omitzero"`
+			Started int64         `json:"started,omitempty,omitzero"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostKnowledgeBasesBaseIDSearchResponse parses an HTTP response from a PostKnowledgeBasesBaseIDSearchWithResponse call
+func ParsePostKnowledgeBasesBaseIDSearchResponse(rsp *http.Response) (*PostKnowledgeBasesBaseIDSearchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostKnowledgeBasesBaseIDSearchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KnowledgeSearchResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostKnowledgeBasesBaseIDSourcesResponse parses an HTTP response from a PostKnowledgeBasesBaseIDSourcesWithResponse call
+func ParsePostKnowledgeBasesBaseIDSourcesResponse(rsp *http.Response) (*PostKnowledgeBasesBaseIDSourcesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostKnowledgeBasesBaseIDSourcesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest KnowledgeBase
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

@@ -1,5 +1,5 @@
 // The console shell: sign-in, navigation between pages (#/board,
-// #/approvals, #/chat, #/costs, #/agents, #/channels[/<id>], #/memory) and returning to sign-in when the credential stops
+// #/approvals, #/chat, #/costs, #/agents, #/channels[/<id>], #/memory, #/knowledge) and returning to sign-in when the credential stops
 // working. Each page module exports render(main, ctx) and may return a
 // function that stops what it started (streams, timers).
 import * as api from "./api.js";
@@ -11,8 +11,9 @@ import * as agents from "./agents.js";
 import * as approvals from "./approvals.js";
 import * as channels from "./channels.js";
 import * as memory from "./memory.js";
+import * as knowledge from "./knowledge.js";
 
-const pages = { board, approvals, chat, costs, agents, channels, memory };
+const pages = { board, approvals, chat, costs, agents, channels, memory, knowledge };
 const main = document.getElementById("main");
 const header = document.querySelector("header.top");
 let cleanup = null;
