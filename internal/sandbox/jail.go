@@ -548,6 +548,8 @@ func (p *Proc) Wait(ctx context.Context) Result {
 		res.Signal = syscall.Signal(res.ExitCode - 128).String()
 	}
 	switch {
+	case why == CapWallTime && p.cg.hit() != CapNone:
+		res.CapHit = p.cg.hit() // e.g. a fork bomb stopped at the wall time
 	case why != CapNone:
 		res.CapHit = why
 	case res.ExitCode == 128+int(syscall.SIGXCPU):

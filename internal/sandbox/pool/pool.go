@@ -332,7 +332,7 @@ func copyOut(staging, runDir, rel string) error {
 	if fi, err := dstRoot.Lstat(rel); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file in the run directory", rel)
 	}
-	out, err := dstRoot.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	out, err := dstRoot.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, info.Mode().Perm())
 	if err != nil {
 		return err
 	}
@@ -346,7 +346,11 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	mode := os.FileMode(0o644)
+	if fi, err := in.Stat(); err == nil {
+		mode = fi.Mode().Perm() // never setuid/setgid bits
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
