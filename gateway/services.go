@@ -21,6 +21,7 @@ import (
 	"github.com/agentryhq/agentry/internal/pkginstall"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/runlog"
+	"github.com/agentryhq/agentry/internal/sandbox"
 	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/secrets"
@@ -83,6 +84,9 @@ type Services struct {
 	// SkillInstaller reviews and installs new ones.
 	Skills         *skills.Registry
 	SkillInstaller *skills.Installer
+	// Jail is the local confinement; Code runs run_python (gateway/sandbox.go).
+	Jail *sandbox.Jail
+	Code sandbox.Executor
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -113,6 +117,10 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		return nil, err
 	}
 	s.Toolbox.OutputCap = cfg.Runtime.ToolOutputCap
+	if err := s.addSandbox(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	s.RunLog = &runlog.Log{Store: g.Store, BlobDir: cfg.Workspace.BlobsDir()}
 	s.addSkills()
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox}
@@ -283,5 +291,8 @@ func (s *Services) Stop() {
 	}
 	if s.MCP != nil {
 		s.MCP.Manager().Close()
+	}
+	if s.Code != nil {
+		s.Code.Close()
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/sandbox"
 	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/telemetry"
 
@@ -76,6 +77,8 @@ type Toolbox struct {
 	OutputCap int
 	// Skills runs skill tools and holds their instructions; nil: none.
 	Skills *skills.Registry
+	// Code runs run_python (runtime.sandbox, executor); nil: refused.
+	Code sandbox.Executor
 }
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
@@ -182,6 +185,8 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		res, err = readFile(workDir, call.Arguments)
 	case "http_get":
 		res, err = t.httpGet(ctx, call.Arguments)
+	case RunPythonTool:
+		res, err = t.runPython(ctx, workDir, call.Arguments)
 	default:
 		d, ok := drivers.LookupTool(call.Name)
 		if !ok {

@@ -14,13 +14,9 @@ import (
 // the key in its effective list, with the file that reads it).
 var unsupported = []unsupportedKey{
 	{"runtime.max_sessions", flag(func(c *Config) bool { return c.Runtime.MaxSessions != Defaults().Runtime.MaxSessions })},
-	{"runtime.python_path", flag(func(c *Config) bool { return c.Runtime.PythonPath != "" })},
-	{"runtime.sandbox", flag(func(c *Config) bool { return len(c.Runtime.Sandbox) > 0 })},
-	{"runtime.system_tools", flag(func(c *Config) bool { return len(c.Runtime.SystemTools) > 0 })},
 	{"memory", flag(func(c *Config) bool { return len(c.Memory) > 0 })},
 	{"knowledge", flag(func(c *Config) bool { return len(c.Knowledge) > 0 })},
 	{"vector", flag(func(c *Config) bool { return len(c.Vector) > 0 })},
-	{"executor", flag(func(c *Config) bool { return len(c.Executor) > 0 })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},
 	{"voice", flag(func(c *Config) bool { return len(c.Voice) > 0 })},
 	{"credentials.provider", flag(func(c *Config) bool { return c.Credentials.Provider != "" && c.Credentials.Provider != "local" })},

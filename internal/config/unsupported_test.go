@@ -217,13 +217,9 @@ func TestEveryKeyIsEffectiveOrRefused(t *testing.T) {
 // version would ignore.
 var setUnsupported = map[string]func(c *Config){
 	"runtime.max_sessions":           func(c *Config) { c.Runtime.MaxSessions = 5 },
-	"runtime.python_path":            func(c *Config) { c.Runtime.PythonPath = "/usr/bin/python3" },
-	"runtime.sandbox":                func(c *Config) { c.Runtime.Sandbox = map[string]any{"memory_mb": 256} },
-	"runtime.system_tools":           func(c *Config) { c.Runtime.SystemTools = []string{"shell"} },
 	"memory":                         func(c *Config) { c.Memory = map[string]any{"hot_size": 20} },
 	"knowledge":                      func(c *Config) { c.Knowledge = map[string]any{"db_path": "k.db"} },
 	"vector":                         func(c *Config) { c.Vector = map[string]any{"backend": "qdrant"} },
-	"executor":                       func(c *Config) { c.Executor = map[string]any{"type": "docker"} },
 	"queue":                          func(c *Config) { c.Queue = map[string]any{"type": "nats"} },
 	"voice":                          func(c *Config) { c.Voice = map[string]any{"provider": "x"} },
 	"credentials.provider":           func(c *Config) { c.Credentials.Provider = "vault" },
@@ -263,7 +259,6 @@ func TestMixedConfigNamesEveryUnsupportedKeyInOneError(t *testing.T) {
 	path := write(t, filepath.Join(dir, "c.yaml"), `server: {port: 19001}
 runtime:
   max_turns: 4
-  python_path: /usr/bin/python3
 memory: {hot_size: 20}
 channels:
   webhook: {enabled: false}
@@ -276,7 +271,7 @@ log: {level: debug}
 	if err == nil {
 		t.Fatal("a configuration with unsupported keys loaded")
 	}
-	want := "not supported yet: runtime.python_path, memory, credentials.provider, plugin_dirs ("
+	want := "not supported yet: memory, credentials.provider, plugin_dirs ("
 	if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "not supported yet") != 1 {
 		t.Fatalf("want one error %q..., got %v", want, err)
 	}

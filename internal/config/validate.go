@@ -26,6 +26,7 @@ func Validate(c *Config) error {
 		bad(key, "must be a finite number (not NaN or infinity)")
 	}
 	validateChannels(c.Channels.Messaging, bad)
+	validateSandbox(c, bad)
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
 	}

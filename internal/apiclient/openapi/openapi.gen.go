@@ -2144,7 +2144,10 @@ type HealthCheck struct {
 	// AcknowledgedAt set while an operator's acknowledgement of this exact error stands
 	AcknowledgedAt time.Time `json:"acknowledged_at,omitempty,omitzero"`
 	AcknowledgedBy string    `json:"acknowledged_by,omitempty,omitzero"`
-	Error          string    `json:"error,omitempty,omitzero"`
+
+	// Detail what the check found, also when ok (sandbox: the isolation in force for run_python)
+	Detail string `json:"detail,omitempty,omitzero"`
+	Error  string `json:"error,omitempty,omitzero"`
 
 	// Severity critical: a dependency (database, temporal); failing makes the gateway 503. warning: an alerting check (costs: attribution below 100 %) that keeps the gateway in service.
 	Severity HealthCheckSeverity `json:"severity,omitempty,omitzero"`
