@@ -227,9 +227,10 @@ func (s *Services) addMCP(ctx context.Context) error {
 func (s *Services) addSkills() {
 	cfg := s.gw.Config
 	s.Skills = skills.NewRegistry(append([]string{cfg.Workspace.SkillsDir()}, cfg.SkillDirs...), s.log)
-	s.Skills.Runner = skills.Runner{Timeout: s.Toolbox.Timeout}
+	// Skill tool scripts run in the run_python sandbox (gateway/sandbox.go).
+	s.Skills.Runner = skills.Runner{Timeout: s.Toolbox.Timeout, Jail: s.Jail, Caps: SandboxCaps(&cfg.Config)}
 	s.SkillInstaller = &skills.Installer{Registry: s.Skills, Dest: cfg.Workspace.SkillsDir(),
-		DryRunner: skills.Runner{Timeout: SkillDryRunTimeout}, SSRF: SSRFPolicy(&cfg.Config)}
+		DryRunner: skills.Runner{Timeout: SkillDryRunTimeout, Jail: s.Jail, Caps: SandboxCaps(&cfg.Config)}, SSRF: SSRFPolicy(&cfg.Config)}
 	s.Toolbox.Skills = s.Skills
 }
 

@@ -252,6 +252,10 @@ func (j *Jail) argv(req Request, caps Caps, codeFile string, inner []string) []s
 	for _, m := range req.Mounts {
 		a = append(a, "--ro-bind", m.Host, m.Sandbox)
 	}
+	if j.python.exe != "" {
+		// The interpreter is on PATH too (#!/usr/bin/env python3 scripts).
+		a = append(a, "--symlink", j.python.exe, sbxBin+"/python3", "--symlink", j.python.exe, sbxBin+"/python")
+	}
 	for _, t := range req.Tools {
 		a = append(a, "--ro-bind", j.tools[t], sbxBin+"/"+t)
 	}
@@ -644,3 +648,6 @@ func rootLinks() []string {
 	}
 	return a
 }
+
+// HasTool reports whether name is a resolved runtime.system_tools command.
+func (j *Jail) HasTool(name string) bool { _, ok := j.tools[name]; return ok }

@@ -157,16 +157,16 @@ type wireCaps struct {
 type wireFile [2]json.RawMessage
 
 type wireResult struct {
-	Error           string            `json:"error"`
-	Stdout          string            `json:"stdout"`
-	StdoutTruncated bool              `json:"stdout_truncated"`
-	Stderr          string            `json:"stderr"`
-	StderrTruncated bool              `json:"stderr_truncated"`
-	ExitCode        int               `json:"exit_code"`
-	CapHit          string            `json:"cap_hit"`
-	DurationNS      int64             `json:"duration_ns"`
+	Error           string              `json:"error"`
+	Stdout          string              `json:"stdout"`
+	StdoutTruncated bool                `json:"stdout_truncated"`
+	Stderr          string              `json:"stderr"`
+	StderrTruncated bool                `json:"stderr_truncated"`
+	ExitCode        int                 `json:"exit_code"`
+	CapHit          string              `json:"cap_hit"`
+	DurationNS      int64               `json:"duration_ns"`
 	Files           map[string]wireFile `json:"files"`
-	Mechanisms      []string          `json:"mechanisms"`
+	Mechanisms      []string            `json:"mechanisms"`
 }
 
 // Run sends the call and its files, waits for the remote result and

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/agentryhq/agentry/internal/sandbox"
-	sshexec "github.com/agentryhq/agentry/internal/sandbox/ssh"
 	"github.com/agentryhq/agentry/internal/sandbox/sandboxtest"
+	sshexec "github.com/agentryhq/agentry/internal/sandbox/ssh"
 )
 
 type server struct {
