@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -64,7 +65,15 @@ func (t *Toolbox) runPython(ctx context.Context, workDir string, raw json.RawMes
 		return ToolResult{}, ctx.Err()
 	}
 	out := ToolResult{Content: pythonReport(res, ctx.Err() != nil, t.Timeout), IsError: res.ExitCode != 0 || res.CapHit != ""}
-	for _, rel := range res.Files {
+	// The input files are written by this call too.
+	written := append([]string{}, res.Files...)
+	for _, f := range req.Files {
+		if rel, err := sandbox.ConfinedRel(f.Path); err == nil && !slices.Contains(written, rel) {
+			written = append(written, rel)
+		}
+	}
+	sort.Strings(written)
+	for _, rel := range written {
 		full := filepath.Join(workDir, rel)
 		if fi, err := os.Lstat(full); err == nil && fi.Mode().IsRegular() {
 			out.Files = append(out.Files, ProducedFile{Path: full, SizeBytes: fi.Size(), Tool: RunPythonTool})
