@@ -156,3 +156,65 @@ func TestSSHHostKeyPinned(t *testing.T) {
 		t.Fatalf("want unreachable, got %v", err)
 	}
 }
+
+// TestSSHFigures: print(1) over ssh to a real sshd on loopback
+// (docs/benchmarks.md). AGENTRY_SANDBOX_BENCH=1.
+func TestSSHFigures(t *testing.T) {
+	if os.Getenv("AGENTRY_SANDBOX_BENCH") == "" {
+		t.Skip("set AGENTRY_SANDBOX_BENCH=1")
+	}
+	s := startSSHD(t)
+	ctx := context.Background()
+	py := os.Getenv("AGENTRY_SANDBOX_BENCH_PYTHON")
+	if py == "" {
+		py, _ = exec.LookPath("python3")
+	}
+	e, err := sshexec.New(ctx, sshexec.Config{Address: s.addr, User: "root", KeyFile: s.keyFile, HostKey: s.hostKey, PythonPath: py})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var lat []time.Duration
+	for range 20 {
+		start := time.Now()
+		res, err := e.Run(ctx, sandbox.Request{Code: "print(1)", Dir: t.TempDir()})
+		if err != nil || strings.TrimSpace(res.Stdout) != "1" {
+			t.Fatalf("%+v %v", res, err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	sortDur(lat)
+	t.Logf("ssh (%s): print(1) p50 %s p99 %s over %d calls", py, lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), len(lat))
+	const conc, total = 8, 24
+	jobs := make(chan struct{}, total)
+	for range total {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	done := make(chan struct{})
+	start := time.Now()
+	for range conc {
+		go func() {
+			for range jobs {
+				if _, err := e.Run(ctx, sandbox.Request{Code: "print(1)", Dir: t.TempDir()}); err != nil {
+					t.Error(err)
+				}
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range conc {
+		<-done
+	}
+	t.Logf("ssh: %.1f executions/s with 8 concurrent", float64(total)/time.Since(start).Seconds())
+}
+
+func sortDur(d []time.Duration) {
+	for i := range d {
+		for j := i + 1; j < len(d); j++ {
+			if d[j] < d[i] {
+				d[i], d[j] = d[j], d[i]
+			}
+		}
+	}
+}
