@@ -30,7 +30,7 @@ def main():
         bwrap = shutil.which('bwrap')
         env = {'PATH': '/sbx/bin', 'HOME': '/work', 'TMPDIR': '/tmp', 'LANG': 'C.UTF-8', 'PYTHONUNBUFFERED': '1', 'PYTHONDONTWRITEBYTECODE': '1'}
         tools = {}
-        for t in req.get('tools', []):
+        for t in req.get('tools') or []:
             w = shutil.which(t)
             if w:
                 tools[t] = os.path.realpath(w)

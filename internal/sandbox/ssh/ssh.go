@@ -196,6 +196,9 @@ func (e *Executor) Run(ctx context.Context, req sandbox.Request) (sandbox.Result
 	if tools == nil {
 		tools = e.cfg.Tools
 	}
+	if tools == nil {
+		tools = []string{}
+	}
 	body, err := json.Marshal(map[string]any{"code": req.Code, "files": files, "tools": tools, "caps": wireCaps{
 		WallTime: int64(caps.WallTime), CPUTime: int64(caps.CPUTime), MemoryBytes: caps.MemoryBytes, Processes: caps.Processes,
 		OutputBytes: caps.OutputBytes, FileSizeBytes: caps.FileSizeBytes, Network: caps.Network}})
