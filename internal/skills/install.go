@@ -101,7 +101,7 @@ type Plan struct {
 	Replaces string `json:"replaces,omitempty"`
 	// Permissions are what the skill asks for at run time (network,
 	// commands); installing it is the consent to them.
-	Permissions Permissions `json:"permissions"`
+	Permissions Permissions `json:"permissions,omitzero"`
 	Installed   bool        `json:"installed"`
 	Dir         string      `json:"dir,omitempty"`
 	Rescan      *Report     `json:"rescan,omitempty"`

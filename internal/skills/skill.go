@@ -64,7 +64,7 @@ type Skill struct {
 	Digest string `json:"digest"`
 	// Permissions are what the manifest asks for at run time (granted only
 	// with the operator's consent at install: sandboxed.go).
-	Permissions Permissions `json:"permissions"`
+	Permissions Permissions `json:"permissions,omitzero"`
 }
 
 // Tool is a script of a skill offered to the model.

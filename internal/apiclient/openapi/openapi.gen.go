@@ -2634,6 +2634,10 @@ type SkillPlan struct {
 	Digest      string `json:"digest,omitempty,omitzero"`
 	Dir         string `json:"dir,omitempty,omitzero"`
 	DryRun      []struct {
+		CapHit string `json:"cap_hit,omitempty,omitzero"`
+
+		// Confinement the sandbox the dry run had (docs/sandbox.md)
+		Confinement     string `json:"confinement,omitempty,omitzero"`
 		DurationMs      int64  `json:"duration_ms,omitempty,omitzero"`
 		Error           string `json:"error,omitempty,omitzero"`
 		ExitCode        int64  `json:"exit_code,omitempty,omitzero"`
@@ -2644,11 +2648,17 @@ type SkillPlan struct {
 		TimedOut        bool   `json:"timed_out,omitempty,omitzero"`
 		Tool            string `json:"tool,omitempty,omitzero"`
 	} `json:"dry_run,omitempty,omitzero"`
-	Installed bool         `json:"installed,omitempty,omitzero"`
-	Name      string       `json:"name,omitempty,omitzero"`
-	Replaces  string       `json:"replaces,omitempty,omitzero"`
-	Rescan    *SkillRescan `json:"rescan,omitempty"`
-	Scan      struct {
+	Installed bool   `json:"installed,omitempty,omitzero"`
+	Name      string `json:"name,omitempty,omitzero"`
+
+	// Permissions what the skill asks for at run time; installing it is the consent (docs/sandbox.md)
+	Permissions struct {
+		Commands []string `json:"commands,omitempty,omitzero"`
+		Network  bool     `json:"network,omitempty,omitzero"`
+	} `json:"permissions,omitempty,omitzero"`
+	Replaces string       `json:"replaces,omitempty,omitzero"`
+	Rescan   *SkillRescan `json:"rescan,omitempty"`
+	Scan     struct {
 		Files    []string `json:"files,omitempty,omitzero"`
 		Findings []struct {
 			Detail string                    `json:"detail,omitempty,omitzero"`
