@@ -438,8 +438,10 @@ func toolStep(ctx context.Context, log *runlog.Log, tb *agent.Toolbox, dir strin
 	if snap.Memory != nil {
 		ctx = agent.WithMemoryScope(ctx, *snap.Memory)
 	}
-	res, err := tb.Execute(ctx, dir, snap.Builtins, call)
-	if err != nil {
+	var res agent.ToolResult
+	if once, ok := pythonRerun(ctx, call.Name); ok {
+		res = once // interrupted twice: not run a third time
+	} else if res, err = tb.Execute(ctx, dir, snap.Builtins, call); err != nil {
 		return agent.ToolResult{}, err
 	}
 	if err := log.Put(ctx, key, in.ResultSeq, llm.Message{Role: llm.RoleTool, Content: agent.ToolMessageContent(res), ToolCallID: call.ID, Name: call.Name}); err != nil {

@@ -52,6 +52,9 @@ type checkResult struct {
 	Error          string     `json:"error,omitempty"`
 	AcknowledgedAt *time.Time `json:"acknowledged_at,omitempty"`
 	AcknowledgedBy string     `json:"acknowledged_by,omitempty"`
+	// Detail says what a check found when that is worth reading even when
+	// ok (sandbox: the isolation in force). Deps.Details.
+	Detail string `json:"detail,omitempty"`
 }
 
 // acks are the warnings acknowledged by an operator: check name to the
@@ -119,6 +122,12 @@ func (s *Server) runChecks(ctx context.Context, withWarnings bool) (string, int,
 			} else {
 				warned = true
 			}
+			checks[name] = r
+		}
+	}
+	for name, detail := range s.deps.Details {
+		if r, ok := checks[name]; ok {
+			r.Detail = detail()
 			checks[name] = r
 		}
 	}

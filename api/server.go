@@ -43,6 +43,9 @@ type Deps struct {
 	// without which the gateway cannot work. One failing makes /health,
 	// /health/live and /health/ready answer 503 "degraded".
 	Health map[string]HealthCheck
+	// Details add a line of what a check (Health or Warnings) found to its
+	// entry, ok or not (sandbox: the isolation in force).
+	Details map[string]func() string
 	// Warnings are alerting checks (costs: accounting attribution below
 	// 100 %) that do not take the gateway out of service: a failing one is
 	// reported with status "warn" (or "acknowledged") by /health and

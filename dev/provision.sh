@@ -110,6 +110,10 @@ ensure_cmd() {
 
 tools() {
 	ensure_cmd tmux tmux || true
+	# The run_python sandbox (bubblewrap) and the ssh executor's tests (a
+	# real sshd on loopback): docs/sandbox.md.
+	ensure_cmd bwrap bubblewrap || true
+	[ -x /usr/sbin/sshd ] || ensure_cmd sshd openssh-server || true
 	ensure_cmd chromium chromium chromium || true
 	if pretend_missing chromium; then
 		# dev/testenv looks chromium up itself: hide it.

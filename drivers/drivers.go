@@ -49,7 +49,7 @@ var (
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // reserved are the gateway's own builtins; a driver cannot replace them.
-var reserved = map[string]bool{"write_file": true, "read_file": true, "http_get": true}
+var reserved = map[string]bool{"write_file": true, "read_file": true, "http_get": true, "run_python": true}
 
 // Register adds a driver. Like database/sql.Register it panics on a
 // mistake (a duplicate name, a bad or taken tool name, a tool without

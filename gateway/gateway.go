@@ -158,6 +158,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 		Version:     opts.Version,
 		Health:      g.healthChecks(),
 		Warnings:    g.healthWarnings(),
+		Details:     g.healthDetails(),
 		StorageFull: g.Store.NoteStorageFull,
 		Features:    g.services.Features(),
 		Public:      g.services.PublicFeatures(),
@@ -250,7 +251,19 @@ func (g *Gateway) healthWarnings() map[string]api.HealthCheck {
 	if g.services != nil && g.services.Costs != nil {
 		checks["costs"] = g.services.Costs.CheckAttribution
 	}
+	if g.services != nil && g.services.Code != nil {
+		checks["sandbox"] = SandboxCheck(g.services.Code)
+	}
 	return checks
+}
+
+// healthDetails: the isolation run_python runs under, in /health.
+func (g *Gateway) healthDetails() map[string]func() string {
+	if g.services == nil || g.services.Code == nil {
+		return nil
+	}
+	x := g.services.Code
+	return map[string]func() string{"sandbox": func() string { return x.Isolation().Summary() }}
 }
 
 // Addr is the HTTP listen address (host:port).

@@ -23,6 +23,7 @@ import (
 	"github.com/agentryhq/agentry/internal/pkginstall"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/runlog"
+	"github.com/agentryhq/agentry/internal/sandbox"
 	"github.com/agentryhq/agentry/internal/schedules"
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/secrets"
@@ -93,6 +94,9 @@ type Services struct {
 	Vectors vector.Store
 	// Knowledge is knowledge bases (gateway/knowledge.go).
 	Knowledge *knowledge.Service
+	// Jail is the local confinement; Code runs run_python (gateway/sandbox.go).
+	Jail *sandbox.Jail
+	Code sandbox.Executor
 }
 
 // AgentWatchInterval is how often agent files are checked for changes.
@@ -123,6 +127,10 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		return nil, err
 	}
 	s.Toolbox.OutputCap = cfg.Runtime.ToolOutputCap
+	if err := s.addSandbox(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	s.RunLog = &runlog.Log{Store: g.Store, BlobDir: cfg.Workspace.BlobsDir()}
 	s.addSkills()
 	s.Memory = memory.New(cfg, g.Store)
@@ -239,9 +247,10 @@ func (s *Services) addMCP(ctx context.Context) error {
 func (s *Services) addSkills() {
 	cfg := s.gw.Config
 	s.Skills = skills.NewRegistry(append([]string{cfg.Workspace.SkillsDir()}, cfg.SkillDirs...), s.log)
-	s.Skills.Runner = skills.Runner{Timeout: s.Toolbox.Timeout}
+	// Skill tool scripts run in the run_python sandbox (gateway/sandbox.go).
+	s.Skills.Runner = skills.Runner{Timeout: s.Toolbox.Timeout, Jail: s.Jail, Caps: SandboxCaps(&cfg.Config)}
 	s.SkillInstaller = &skills.Installer{Registry: s.Skills, Dest: cfg.Workspace.SkillsDir(),
-		DryRunner: skills.Runner{Timeout: SkillDryRunTimeout}, SSRF: SSRFPolicy(&cfg.Config)}
+		DryRunner: skills.Runner{Timeout: SkillDryRunTimeout, Jail: s.Jail, Caps: SandboxCaps(&cfg.Config)}, SSRF: SSRFPolicy(&cfg.Config)}
 	s.Toolbox.Skills = s.Skills
 }
 
@@ -306,5 +315,8 @@ func (s *Services) Stop() {
 	}
 	if s.MCP != nil {
 		s.MCP.Manager().Close()
+	}
+	if s.Code != nil {
+		s.Code.Close()
 	}
 }

@@ -211,6 +211,11 @@ func (a *App) doctorGateway(ctx context.Context, rep *doctorReport, add func(nam
 			add(dep, checkFail, "%s", chk.Error)
 		}
 	}
+	// The isolation run_python runs under (docs/sandbox.md); a refusal or
+	// unconfined running is a warning check below.
+	if chk, ok := h.Checks["sandbox"]; ok && chk.Status == "ok" {
+		add("sandbox", checkOK, "%s", chk.Detail)
+	}
 	// Alerting checks (costs: attribution below 100 %) warn: the gateway
 	// stays in service, but an operator should look (docs/operations.md).
 	for _, name := range sortedKeys(h.Checks) {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/netguard"
+	"github.com/agentryhq/agentry/internal/sandbox"
 	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/telemetry"
 
@@ -81,6 +82,8 @@ type Toolbox struct {
 	Memory Memory
 	// Knowledge searches knowledge bases (knowledge.go); nil: none.
 	Knowledge Knowledge
+	// Code runs run_python (runtime.sandbox, executor); nil: refused.
+	Code sandbox.Executor
 }
 
 // Tools are the schemas of every tool an agent may use: its builtins, then
@@ -197,6 +200,8 @@ func (t *Toolbox) execute(ctx context.Context, workDir string, allowed []string,
 		res, err = t.httpGet(ctx, call.Arguments)
 	case KnowledgeSearchTool:
 		res, err = t.knowledgeSearch(ctx, allowed, call.Arguments)
+	case RunPythonTool:
+		res, err = t.runPython(ctx, workDir, call.Arguments)
 	default:
 		d, ok := drivers.LookupTool(call.Name)
 		if !ok {

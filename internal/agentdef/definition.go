@@ -137,7 +137,7 @@ func (d *Definition) ToolGrants() []string {
 }
 
 // Known builtin tools.
-var KnownBuiltins = []string{"write_file", "read_file", "http_get"}
+var KnownBuiltins = []string{"write_file", "read_file", "http_get", "run_python"}
 
 var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 

@@ -21,7 +21,7 @@ type Config struct {
 	Storage       StorageConfig     `yaml:"storage" env:", prefix=STORAGE_"`
 	Vector        VectorConfig      `yaml:"vector,omitempty" env:", prefix=VECTOR_"`
 	Queue         map[string]any    `yaml:"queue,omitempty"`
-	Executor      map[string]any    `yaml:"executor,omitempty"`
+	Executor      ExecutorConfig    `yaml:"executor,omitempty" env:", prefix=EXECUTOR_"`
 	Knowledge     KnowledgeConfig   `yaml:"knowledge" env:", prefix=KNOWLEDGE_"`
 	Auth          AuthConfig        `yaml:"auth" env:", prefix=AUTH_"`
 	Credentials   CredentialsConfig `yaml:"credentials" env:", prefix=CREDENTIALS_"`
@@ -108,7 +108,7 @@ type RuntimeConfig struct {
 	ActionLog ActionLogConfig `yaml:"action_log" env:", prefix=ACTION_LOG_"`
 	// Delivery bounds the retries of outbound webhook deliveries.
 	Delivery DeliveryConfig `yaml:"delivery" env:", prefix=DELIVERY_"`
-	Sandbox  map[string]any `yaml:"sandbox,omitempty"`
+	Sandbox  SandboxConfig  `yaml:"sandbox,omitempty" env:", prefix=SANDBOX_"`
 
 	// ToolOutputCap is the most bytes of one tool result the model is
 	// shown; longer results are cut with a note (0: the default, 32 KiB).

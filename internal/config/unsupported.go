@@ -14,13 +14,9 @@ import (
 // the key in its effective list, with the file that reads it).
 var unsupported = []unsupportedKey{
 	{"runtime.max_sessions", flag(func(c *Config) bool { return c.Runtime.MaxSessions != Defaults().Runtime.MaxSessions })},
-	{"runtime.python_path", flag(func(c *Config) bool { return c.Runtime.PythonPath != "" })},
-	{"runtime.sandbox", flag(func(c *Config) bool { return len(c.Runtime.Sandbox) > 0 })},
-	{"runtime.system_tools", flag(func(c *Config) bool { return len(c.Runtime.SystemTools) > 0 })},
 	// The vector store is built in parallel (issue 45): memory searches are
 	// full-text until it is wired in.
 	{"memory.vector", flag(func(c *Config) bool { return c.Memory.Vector })},
-	{"executor", flag(func(c *Config) bool { return len(c.Executor) > 0 })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},
 	{"voice", flag(func(c *Config) bool { return len(c.Voice) > 0 })},
 	{"credentials.provider", flag(func(c *Config) bool { return c.Credentials.Provider != "" && c.Credentials.Provider != "local" })},

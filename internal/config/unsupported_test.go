@@ -136,6 +136,25 @@ var effective = map[string][2]string{
 	"runtime.ssrf.allowed_hosts":                       {"gateway/llm.go", "AllowedHosts"},
 	"runtime.ssrf.enabled":                             {"gateway/llm.go", "Runtime.SSRF"},
 	"runtime.tool_output_cap":                          {"gateway/services.go", "ToolOutputCap"},
+	"executor.backend":                                 {"gateway/sandbox.go", "e.Backend"},
+	"executor.docker.image":                            {"gateway/sandbox.go", "e.Docker.Image"},
+	"executor.docker.socket":                           {"gateway/sandbox.go", "e.Docker.Socket"},
+	"executor.pool.size":                               {"gateway/sandbox.go", "e.Pool.Size"},
+	"executor.ssh.address":                             {"gateway/sandbox.go", "e.SSH.Address"},
+	"executor.ssh.host_key":                            {"gateway/sandbox.go", "e.SSH.HostKey"},
+	"executor.ssh.key_file":                            {"gateway/sandbox.go", "e.SSH.KeyFile"},
+	"executor.ssh.python_path":                         {"gateway/sandbox.go", "e.SSH.PythonPath"},
+	"executor.ssh.user":                                {"gateway/sandbox.go", "e.SSH.User"},
+	"runtime.python_path":                              {"gateway/sandbox.go", "c.Runtime.PythonPath"},
+	"runtime.sandbox.allow_unconfined":                 {"gateway/sandbox.go", "Sandbox.AllowUnconfined"},
+	"runtime.sandbox.cpu_time":                         {"gateway/sandbox.go", "s.CPUTime"},
+	"runtime.sandbox.file_size_mb":                     {"gateway/sandbox.go", "s.FileSizeMB"},
+	"runtime.sandbox.memory_mb":                        {"gateway/sandbox.go", "s.MemoryMB"},
+	"runtime.sandbox.network":                          {"gateway/sandbox.go", "s.Network"},
+	"runtime.sandbox.output_bytes":                     {"gateway/sandbox.go", "s.OutputBytes"},
+	"runtime.sandbox.processes":                        {"gateway/sandbox.go", "s.Processes"},
+	"runtime.sandbox.wall_time":                        {"gateway/sandbox.go", "s.WallTime"},
+	"runtime.system_tools":                             {"gateway/sandbox.go", "c.Runtime.SystemTools"},
 	"runtime.tool_timeout":                             {"gateway/services.go", "ToolTimeout"},
 	"server.adaptive_procs":                            {"cli/agentryd/root.go", "AdaptiveProcs"},
 	"server.api_key":                                   {"gateway/gateway.go", "Server.APIKey"},
@@ -230,11 +249,7 @@ func TestEveryKeyIsEffectiveOrRefused(t *testing.T) {
 // version would ignore.
 var setUnsupported = map[string]func(c *Config){
 	"runtime.max_sessions":           func(c *Config) { c.Runtime.MaxSessions = 5 },
-	"runtime.python_path":            func(c *Config) { c.Runtime.PythonPath = "/usr/bin/python3" },
-	"runtime.sandbox":                func(c *Config) { c.Runtime.Sandbox = map[string]any{"memory_mb": 256} },
-	"runtime.system_tools":           func(c *Config) { c.Runtime.SystemTools = []string{"shell"} },
 	"memory.vector":                  func(c *Config) { c.Memory.Vector = true },
-	"executor":                       func(c *Config) { c.Executor = map[string]any{"type": "docker"} },
 	"queue":                          func(c *Config) { c.Queue = map[string]any{"type": "nats"} },
 	"voice":                          func(c *Config) { c.Voice = map[string]any{"provider": "x"} },
 	"credentials.provider":           func(c *Config) { c.Credentials.Provider = "vault" },
@@ -274,7 +289,6 @@ func TestMixedConfigNamesEveryUnsupportedKeyInOneError(t *testing.T) {
 	path := write(t, filepath.Join(dir, "c.yaml"), `server: {port: 19001}
 runtime:
   max_turns: 4
-  python_path: /usr/bin/python3
 memory: {vector: true}
 channels:
   webhook: {enabled: false}
@@ -287,7 +301,7 @@ log: {level: debug}
 	if err == nil {
 		t.Fatal("a configuration with unsupported keys loaded")
 	}
-	want := "not supported yet: runtime.python_path, memory.vector, credentials.provider, plugin_dirs ("
+	want := "not supported yet: memory.vector, credentials.provider, plugin_dirs ("
 	if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "not supported yet") != 1 {
 		t.Fatalf("want one error %q..., got %v", want, err)
 	}

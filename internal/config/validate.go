@@ -29,6 +29,7 @@ func Validate(c *Config) error {
 	validateMemory(c.Memory, bad)
 	validateVector(c, bad)
 	validateKnowledge(&c.Knowledge, bad)
+	validateSandbox(c, bad)
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
 	}

@@ -98,10 +98,13 @@ type Plan struct {
 	// Verdict is the scan's verdict: danger always needs an interactive yes.
 	Verdict string `json:"verdict"`
 	// Replaces is the digest of the installed skill of the same name.
-	Replaces  string  `json:"replaces,omitempty"`
-	Installed bool    `json:"installed"`
-	Dir       string  `json:"dir,omitempty"`
-	Rescan    *Report `json:"rescan,omitempty"`
+	Replaces string `json:"replaces,omitempty"`
+	// Permissions are what the skill asks for at run time (network,
+	// commands); installing it is the consent to them.
+	Permissions Permissions `json:"permissions,omitzero"`
+	Installed   bool        `json:"installed"`
+	Dir         string      `json:"dir,omitempty"`
+	Rescan      *Report     `json:"rescan,omitempty"`
 }
 
 // Installer reviews and installs skills into Dest (the workspace's
@@ -188,7 +191,7 @@ func (in *Installer) Install(ctx context.Context, req InstallRequest, localOK bo
 		return nil, err
 	}
 	plan := &Plan{Name: s.Name, Description: s.Description, Version: s.Version, Source: req.Source, SourceKind: src.kind,
-		Digest: s.Digest, Tools: s.Tools, Scan: Scan(s.Dir), Dir: filepath.Join(in.Dest, s.Name)}
+		Digest: s.Digest, Tools: s.Tools, Scan: Scan(s.Dir), Dir: filepath.Join(in.Dest, s.Name), Permissions: s.Permissions}
 	plan.Verdict = plan.Scan.Verdict
 	if old, err := in.Registry.Get(s.Name); err == nil {
 		plan.Replaces = old.Digest
@@ -330,7 +333,7 @@ func (in *Installer) place(s *Skill) error {
 		os.RemoveAll(stage)
 		return fmt.Errorf("install skill %s: %w", s.Name, err)
 	}
-	return nil
+	return writeConsent(in.Dest, s)
 }
 
 // copyTree copies files, folders and (inside-pointing, already checked)

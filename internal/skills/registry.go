@@ -248,7 +248,12 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage) 
 			if !json.Valid(args) {
 				return Result{Content: "arguments are not valid JSON", IsError: true}, nil
 			}
-			out := r.Runner.Run(ctx, s.Dir, t.Script, args, false)
+			var out Outcome
+			if r.Runner.Jail != nil {
+				out = r.Runner.runConfined(ctx, s.Dir, t.Script, args, "", Granted(s))
+			} else {
+				out = r.Runner.Run(ctx, s.Dir, t.Script, args, false)
+			}
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return Result{}, ctx.Err() // the run was cancelled: not a result
 			}

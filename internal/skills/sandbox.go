@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentryhq/agentry/internal/sandbox"
 	"github.com/agentryhq/agentry/internal/scrub"
 )
 
@@ -26,6 +27,11 @@ const maxOutput = 256 << 10
 // SKILL_DIR; it runs in its own process group, killed whole at the timeout.
 type Runner struct {
 	Timeout time.Duration
+	// Jail, when set, confines every run (the run_python sandbox:
+	// sandboxed.go); nil keeps the plain child process above.
+	Jail *sandbox.Jail
+	// Caps bound a confined run (zero: the jail's, wall time Timeout).
+	Caps sandbox.Caps
 }
 
 // Outcome is one run of a script.
@@ -40,7 +46,13 @@ type Outcome struct {
 	// NetworkIsolated: the run had no network (sandboxed dry runs where
 	// user namespaces are available).
 	NetworkIsolated bool `json:"network_isolated"`
-	timeout         time.Duration
+	// Confinement is the sandbox the run had ("" when a plain child).
+	Confinement string `json:"confinement,omitempty"`
+	// CapHit names the sandbox cap the run hit.
+	CapHit string `json:"cap_hit,omitempty"`
+	// Sandbox is the confined run's full result (tests).
+	Sandbox *sandbox.Result `json:"-"`
+	timeout time.Duration
 }
 
 // Result is the outcome as the model reads it.
@@ -50,6 +62,9 @@ func (o Outcome) Result() Result {
 		return Result{Content: o.Error, IsError: true}
 	case o.TimedOut:
 		return Result{Content: fmt.Sprintf("the script did not finish within %s", o.timeout), IsError: true}
+	case o.CapHit != "":
+		msg := strings.TrimSpace(o.Stderr)
+		return Result{Content: fmt.Sprintf("the script was stopped by the sandbox's %s cap (runtime.sandbox; exit status %d): %s", o.CapHit, o.ExitCode, msg), IsError: true}
 	case o.ExitCode != 0:
 		msg := strings.TrimSpace(o.Stderr)
 		if msg == "" {
@@ -84,6 +99,9 @@ func unshareAvailable() bool {
 // no network (the dry run); it is reported in the outcome, since it needs
 // user namespaces.
 func (r Runner) Run(ctx context.Context, dir, script string, args json.RawMessage, isolate bool) Outcome {
+	if r.Jail != nil {
+		return r.runConfined(ctx, dir, script, args, "", Permissions{})
+	}
 	timeout := r.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second

@@ -62,6 +62,9 @@ type Skill struct {
 	// Digest is sha256 over every file's path, mode and content: what a
 	// consent refers to and what a rescan compares.
 	Digest string `json:"digest"`
+	// Permissions are what the manifest asks for at run time (granted only
+	// with the operator's consent at install: sandboxed.go).
+	Permissions Permissions `json:"permissions,omitzero"`
 }
 
 // Tool is a script of a skill offered to the model.
@@ -78,9 +81,10 @@ type Tool struct {
 
 // manifest is SKILL.md's front matter.
 type manifest struct {
-	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
-	Version     string `yaml:"version"`
+	Name        string      `yaml:"name"`
+	Description string      `yaml:"description"`
+	Version     string      `yaml:"version"`
+	Permissions Permissions `yaml:"permissions"`
 	Tools       []struct {
 		Name        string         `yaml:"name"`
 		Description string         `yaml:"description"`
@@ -136,7 +140,7 @@ func Load(dir string) (*Skill, error) {
 		return nil, refuse(dir, "%s front matter: %v", ManifestFile, err)
 	}
 	s := &Skill{Name: m.Name, Description: strings.TrimSpace(m.Description), Version: m.Version,
-		Instructions: strings.TrimSpace(string(body)), Dir: root, Digest: digest, Tools: []Tool{}}
+		Instructions: strings.TrimSpace(string(body)), Dir: root, Digest: digest, Tools: []Tool{}, Permissions: m.Permissions}
 	if !ValidName(s.Name) {
 		return nil, refuse(dir, "name %q must be 1-40 lower-case letters, digits and single hyphens", s.Name)
 	}

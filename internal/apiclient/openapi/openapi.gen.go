@@ -2252,7 +2252,10 @@ type HealthCheck struct {
 	// AcknowledgedAt set while an operator's acknowledgement of this exact error stands
 	AcknowledgedAt time.Time `json:"acknowledged_at,omitempty,omitzero"`
 	AcknowledgedBy string    `json:"acknowledged_by,omitempty,omitzero"`
-	Error          string    `json:"error,omitempty,omitzero"`
+
+	// Detail what the check found, also when ok (sandbox: the isolation in force for run_python)
+	Detail string `json:"detail,omitempty,omitzero"`
+	Error  string `json:"error,omitempty,omitzero"`
 
 	// Severity critical: a dependency (database, temporal); failing makes the gateway 503. warning: an alerting check (costs: attribution below 100 %) that keeps the gateway in service.
 	Severity HealthCheckSeverity `json:"severity,omitempty,omitzero"`
@@ -2841,6 +2844,10 @@ type SkillPlan struct {
 	Digest      string `json:"digest,omitempty,omitzero"`
 	Dir         string `json:"dir,omitempty,omitzero"`
 	DryRun      []struct {
+		CapHit string `json:"cap_hit,omitempty,omitzero"`
+
+		// Confinement the sandbox the dry run had (docs/sandbox.md)
+		Confinement     string `json:"confinement,omitempty,omitzero"`
 		DurationMs      int64  `json:"duration_ms,omitempty,omitzero"`
 		Error           string `json:"error,omitempty,omitzero"`
 		ExitCode        int64  `json:"exit_code,omitempty,omitzero"`
@@ -2851,11 +2858,17 @@ type SkillPlan struct {
 		TimedOut        bool   `json:"timed_out,omitempty,omitzero"`
 		Tool            string `json:"tool,omitempty,omitzero"`
 	} `json:"dry_run,omitempty,omitzero"`
-	Installed bool         `json:"installed,omitempty,omitzero"`
-	Name      string       `json:"name,omitempty,omitzero"`
-	Replaces  string       `json:"replaces,omitempty,omitzero"`
-	Rescan    *SkillRescan `json:"rescan,omitempty"`
-	Scan      struct {
+	Installed bool   `json:"installed,omitempty,omitzero"`
+	Name      string `json:"name,omitempty,omitzero"`
+
+	// Permissions what the skill asks for at run time; installing it is the consent (docs/sandbox.md)
+	Permissions struct {
+		Commands []string `json:"commands,omitempty,omitzero"`
+		Network  bool     `json:"network,omitempty,omitzero"`
+	} `json:"permissions,omitempty,omitzero"`
+	Replaces string       `json:"replaces,omitempty,omitzero"`
+	Rescan   *SkillRescan `json:"rescan,omitempty"`
+	Scan     struct {
 		Files    []string `json:"files,omitempty,omitzero"`
 		Findings []struct {
 			Detail string                    `json:"detail,omitempty,omitzero"`
