@@ -8,10 +8,6 @@ import (
 	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/embedding"
 	"github.com/agentryhq/agentry/internal/knowledge"
-	"github.com/agentryhq/agentry/internal/vector"
-	vpostgres "github.com/agentryhq/agentry/internal/vector/postgres"
-	vsqlite "github.com/agentryhq/agentry/internal/vector/sqlite"
-	"github.com/agentryhq/agentry/models"
 )
 
 // KnowledgeSweepInterval is how often documents still queued or indexing
@@ -40,11 +36,7 @@ func (s *Services) addKnowledge(ctx context.Context) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	vs, err := knowledgeVectors(ctx, g.Store)
-	if err != nil {
-		return err
-	}
-	s.Knowledge.Vectors = vs
+	s.Knowledge.Vectors = s.Vectors // addVectors ran first
 	if k.Embedding.Model != "" {
 		emb, err := embedding.New(s.Router, embedding.Options{Provider: k.Embedding.Provider, Model: k.Embedding.Model, BatchSize: k.Embedding.BatchSize})
 		if err != nil {
@@ -55,14 +47,4 @@ func (s *Services) addKnowledge(ctx context.Context) error {
 	s.Toolbox.Knowledge = s.Knowledge
 	go s.Knowledge.RunSweeper(s.bg, KnowledgeSweepInterval)
 	return nil
-}
-
-// knowledgeVectors is the vector store on the application database:
-// PostgreSQL's when storage is PostgreSQL, the embedded SQLite one
-// otherwise.
-func knowledgeVectors(ctx context.Context, st *models.Store) (vector.Store, error) {
-	if st.Driver == models.DriverPostgres {
-		return vpostgres.New(ctx, st, vpostgres.Options{})
-	}
-	return vsqlite.New(ctx, st)
 }

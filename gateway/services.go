@@ -147,6 +147,10 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	s.addPackageInstalls(bg)
+	if err := s.addVectors(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	if err := s.addKnowledge(ctx); err != nil {
 		cancel()
 		return nil, err
@@ -156,10 +160,6 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 		return nil, err
 	}
 	if err := s.addMessaging(); err != nil {
-		cancel()
-		return nil, err
-	}
-	if err := s.addVectors(ctx); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -485,6 +485,9 @@ func limitPool(db *gorm.DB, conns int, idleTime time.Duration) error {
 // take a store interface.
 func (s *Store) DriverName() string { return s.Driver }
 
+// SQLDB is the connection pool under the GORM handle.
+func (s *Store) SQLDB() (*sql.DB, error) { return s.DB.DB() }
+
 // Ping checks that the database answers, for start-up and /health.
 func (s *Store) Ping(ctx context.Context) error {
 	sqlDB, err := s.DB.DB()

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -217,4 +218,15 @@ var (
 	_ WebhookStore        = (*Store)(nil)
 	_ TaskRunStore        = (*Store)(nil)
 	_ WorkboardStore      = (*Store)(nil)
+	_ VectorDatabase      = (*Store)(nil)
 )
+
+// VectorDatabase is the application database as the vector stores
+// (internal/vector/sqlite, internal/vector/postgres) take it: they speak
+// SQL of their own (FTS5, tsvector, pgvector) on the same database.
+type VectorDatabase interface {
+	// DriverName is DriverSQLite or DriverPostgres.
+	DriverName() string
+	// SQLDB is the database's connection pool.
+	SQLDB() (*sql.DB, error)
+}

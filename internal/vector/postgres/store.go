@@ -61,11 +61,11 @@ type Options struct {
 
 // New opens the vector store on the gateway's PostgreSQL database (migrated
 // by models.Open), using pgvector when the database has it.
-func New(ctx context.Context, st *models.Store, opts Options) (*Store, error) {
-	if st == nil || st.Driver != models.DriverPostgres {
+func New(ctx context.Context, st models.VectorDatabase, opts Options) (*Store, error) {
+	if st == nil || st.DriverName() != models.DriverPostgres {
 		return nil, errors.New("vector store (postgres): needs the gateway's PostgreSQL database (storage.backend: postgres)")
 	}
-	db, err := st.DB.DB()
+	db, err := st.SQLDB()
 	if err != nil {
 		return nil, fmt.Errorf("vector store (postgres): %w", err)
 	}

@@ -56,15 +56,15 @@ var _ vector.Store = (*Store)(nil)
 // New opens the vector store on the gateway's SQLite database (migrated by
 // models.Open). It checks the full-text index and its triggers, recreating
 // them if a table rebuild dropped them.
-func New(ctx context.Context, st *models.Store, opts ...Options) (*Store, error) {
+func New(ctx context.Context, st models.VectorDatabase, opts ...Options) (*Store, error) {
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	if st == nil || st.Driver != models.DriverSQLite {
+	if st == nil || st.DriverName() != models.DriverSQLite {
 		return nil, errors.New("vector store (embedded): needs the gateway's SQLite database")
 	}
-	db, err := st.DB.DB()
+	db, err := st.SQLDB()
 	if err != nil {
 		return nil, fmt.Errorf("vector store (embedded): %w", err)
 	}
