@@ -49,9 +49,15 @@ func knowledgeEnv(t *testing.T, prep KnowledgePrepareResult, prepErr error, refu
 	env.OnActivity(acts.KnowledgePublish, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in KnowledgeBatchInput) error { st.publish++; return nil })
 	env.OnActivity(acts.KnowledgeFinish, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in KnowledgeFinishInput) error { st.finished = append(st.finished, in); return nil })
+		func(_ context.Context, in KnowledgeFinishInput) error {
+			st.finished = append(st.finished, in)
+			return nil
+		})
 	env.OnActivity(acts.KnowledgeWait, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in KnowledgeWaitInput) error { st.waits = append(st.waits, in.WaitingFor); return nil })
+		func(_ context.Context, in KnowledgeWaitInput) error {
+			st.waits = append(st.waits, in.WaitingFor)
+			return nil
+		})
 	return env, st
 }
 
