@@ -3,7 +3,7 @@ package sqlite
 import (
 	"testing"
 
-	"github.com/agentryhq/agentry/internal/vector/vectortest"
+	"github.com/agentryhq/agentry/dev/vectortest"
 )
 
 // go test -run '^$' -bench . -benchtime 200x ./internal/vector/sqlite

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentryhq/agentry/internal/vector"
-	"github.com/agentryhq/agentry/internal/vector/vectortest"
+	"github.com/agentryhq/agentry/dev/vectortest"
 	"github.com/agentryhq/agentry/models"
 )
 
