@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/agentryhq/agentry/dev/testenv"
-	"github.com/agentryhq/agentry/internal/vector"
 	"github.com/agentryhq/agentry/dev/vectortest"
+	"github.com/agentryhq/agentry/internal/vector"
 	"github.com/agentryhq/agentry/models"
 )
 

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentryhq/agentry/internal/vector"
 	"github.com/agentryhq/agentry/dev/vectortest"
+	"github.com/agentryhq/agentry/internal/vector"
 	"github.com/agentryhq/agentry/models"
 )
 
