@@ -63,6 +63,10 @@ type LedgerEntry struct {
 	AgentID   string `gorm:"size:100" json:"agent_id,omitempty"`
 	SessionID string `gorm:"size:191" json:"session_id,omitempty"`
 	RunID     string `gorm:"size:64;index" json:"run_id,omitempty"`
+	// RootRunID is the run id of the run tree's root (RunID itself for a
+	// root run, empty for calls of no run): a delegated peer's calls roll
+	// up to the run that delegated, however deep.
+	RootRunID string `gorm:"size:64;index" json:"root_run_id,omitempty"`
 	// Source is the surface (chat, stream, webhook, task, ...): chargeback's "feature".
 	Source  string `gorm:"size:32" json:"source"`
 	Trigger string `gorm:"size:32" json:"trigger,omitempty"`

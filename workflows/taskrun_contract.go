@@ -196,6 +196,11 @@ type RunRef struct {
 	// SessionID is the chat session a channel message's run continues
 	// (empty for other runs): its LLM calls are attributed to it.
 	SessionID string `json:"session_id,omitempty"`
+	// RootRunID is the ledger run id (models.TaskRunLedgerID, ...) of the
+	// run tree's root when this run is a peer's child run started by
+	// delegation; empty for a root run. Its LLM calls carry it
+	// (llm.CallMeta.RootRunID), so cost rolls up and caps count the tree.
+	RootRunID string `json:"root_run_id,omitempty"`
 }
 
 // Key names the run in the run log: one conversation per workflow and

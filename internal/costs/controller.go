@@ -238,7 +238,7 @@ func (c *Controller) Admit(ctx context.Context, call *llm.Call) (llm.Admission, 
 	class := dataClass(call.Meta, agent)
 	entry := &models.LedgerEntry{
 		CallID: call.Meta.CallID, Subject: call.Meta.Subject, Workspace: call.Meta.Workspace, AgentID: call.Meta.AgentID,
-		SessionID: call.Meta.SessionID, RunID: call.Meta.RunID, Source: call.Meta.Source, Trigger: call.Meta.Trigger,
+		SessionID: call.Meta.SessionID, RunID: call.Meta.RunID, RootRunID: rootRunID(call.Meta), Source: call.Meta.Source, Trigger: call.Meta.Trigger,
 		Provider: call.Provider, Model: call.Model, DataClassification: class, Interactive: call.Meta.Interactive,
 		Mode: p.mode, StartedAt: now, CreatedAt: now, PricingStatus: models.PricingUnknown,
 	}
@@ -986,4 +986,13 @@ func (a Alert) Event() *models.Event {
 		}
 	}
 	return ev
+}
+
+// rootRunID is the ledger id of the call's run tree root: the delegating
+// root's id for a peer's call, the run's own id otherwise.
+func rootRunID(m llm.CallMeta) string {
+	if m.RootRunID != "" {
+		return m.RootRunID
+	}
+	return m.RunID
 }

@@ -54,6 +54,11 @@ type CallMeta struct {
 	AgentID   string
 	SessionID string
 	RunID     string
+	// RootRunID is the ledger run id of the run tree's root when the call's
+	// run was delegated to by another (a peer's child run); empty when the
+	// run is its own root or the call belongs to no run. Roll-ups and the
+	// tree's cost cap group by it (issue 47).
+	RootRunID string
 	// Source is one of the Source* constants.
 	Source             string
 	Trigger            string
