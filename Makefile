@@ -10,7 +10,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 NORACE   := ./internal/temporalserver/...
 # e2e tests that skip themselves under -race (too slow there, nothing
 # concurrent to check) and run in test-go's race-free step instead.
-NORACE_E2E := ^TestLongRunKeepsHistorySmall$$
+NORACE_E2E := ^(TestLongRunKeepsHistorySmall|TestKnowledgeRetrievalCorpus)$$
 
 .PHONY: run test test-go fuzz probe build build-slim vet generate workflowcheck replay-record fmt bench load clean
 
