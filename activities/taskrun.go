@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/agentryhq/agentry/drivers"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/costs"
 	"github.com/agentryhq/agentry/internal/llm"
@@ -359,7 +360,7 @@ func (a *TaskRunActivities) toolEvent(ctx context.Context, in workflows.ToolInpu
 		return
 	}
 	payload := map[string]any{"tool": in.Name, "is_error": res.IsError, "duration_ms": took.Milliseconds(),
-		"turn": in.Turn, "call_id": in.CallID}
+		"turn": in.Turn, "call_id": in.CallID, "idempotency_key": in.IdempotencyKey()}
 	if server, tool, ok := mcp.SplitToolName(in.Name); ok {
 		payload["kind"], payload["server"], payload["server_tool"] = "mcp", server, tool
 	} else if skill, tool, ok := skills.SplitToolName(in.Name); ok {
@@ -435,6 +436,9 @@ func toolStep(ctx context.Context, log *runlog.Log, tb *agent.Toolbox, dir strin
 		return agent.ToolResult{}, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeRunLog, nil)
 	}
 	call := asked.ToolCalls[in.Index]
+	// The step's idempotency key, for tools with side effects to pass on
+	// (Idempotency-Key header, MCP _meta, skill environment).
+	ctx = drivers.WithIdempotencyKey(ctx, in.IdempotencyKey())
 	if snap.Memory != nil {
 		ctx = agent.WithMemoryScope(ctx, *snap.Memory)
 	}

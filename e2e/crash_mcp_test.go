@@ -21,8 +21,9 @@ import (
 // streamable HTTP on loopback, logging each call it starts and finishes)
 // and starts it again on the same workspace: the tool call is made again
 // exactly once (the durable tool step is retried after its heartbeat
-// times out), the run finishes with the tool's answer, and the run's
-// events hold one run.tool for the call.
+// times out) with the same idempotency key in its _meta, the run finishes
+// with the tool's answer, and the run's events hold one run.tool for the
+// call.
 func TestMCPCallSurvivesGatewayCrash(t *testing.T) {
 	// Its own gateway process and Temporal server, mostly waiting: runs
 	// beside the other crash tests (see crashParallel).
@@ -126,6 +127,18 @@ mcp:
 	}
 	if n := calls("done"); n < 1 {
 		t.Fatal("no call of the slow tool ran to its end")
+	}
+	// Both executions carried the step's idempotency key in _meta, the
+	// same one (issue 47: a step retried after a crash sends the same key).
+	var keys []string
+	data, _ := os.ReadFile(callLog)
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, ok := strings.CutPrefix(line, "key crash "); ok {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) != 2 || len(keys[0]) != 32 || keys[0] != keys[1] {
+		t.Fatalf("idempotency keys of the cut-off call and its repeat: %q, want the same key twice", keys)
 	}
 	last := fake.Calls()[len(fake.Calls())-1]
 	if !strings.Contains(string(last.Body), "slept 5s") {

@@ -5,7 +5,12 @@
 //	echo {text}          returns the text
 //	add {a, b}           returns the sum (typed input schema: numbers)
 //	slow {seconds, tag}  waits, then returns "slept <n>s"; with a call log
-//	                     it records "start <tag>" and "done <tag>" lines
+//	                     it records "start <tag>" and "done <tag>" lines,
+//	                     and "key <tag> <key>" when the call carries an
+//	                     idempotency key in its _meta
+//	idem {tag}           returns "key=<key>", the idempotency key in the
+//	                     call's _meta ("" without one); with a call log it
+//	                     records "key <tag> <key>"
 //	fail {message}       a tool error (isError: true), never a transport one
 //	grow {name}          adds a tool <name> at run time, so connected
 //	                     clients get notifications/tools/list_changed
@@ -44,6 +49,9 @@ type slowIn struct {
 	Seconds float64 `json:"seconds" jsonschema:"how long to wait"`
 	Tag     string  `json:"tag,omitempty" jsonschema:"a label written to the call log"`
 }
+type idemIn struct {
+	Tag string `json:"tag,omitempty" jsonschema:"a label written to the call log"`
+}
 type failIn struct {
 	Message string `json:"message,omitempty"`
 }
@@ -78,7 +86,10 @@ func New(opts Options) *mcp.Server {
 			return text(fmt.Sprint(in.A + in.B)), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Wait some seconds, then answer."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+			if key := IdempotencyKey(req); key != "" {
+				logLine("key " + in.Tag + " " + key)
+			}
 			logLine("start " + in.Tag)
 			select {
 			case <-time.After(time.Duration(in.Seconds * float64(time.Second))):
@@ -87,6 +98,12 @@ func New(opts Options) *mcp.Server {
 			}
 			logLine("done " + in.Tag)
 			return text(fmt.Sprintf("slept %gs", in.Seconds)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "idem", Description: "Tell the idempotency key the call carries."},
+		func(_ context.Context, req *mcp.CallToolRequest, in idemIn) (*mcp.CallToolResult, any, error) {
+			key := IdempotencyKey(req)
+			logLine("key " + in.Tag + " " + key)
+			return text("key=" + key), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails with a tool error."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in failIn) (*mcp.CallToolResult, any, error) {
@@ -106,6 +123,21 @@ func New(opts Options) *mcp.Server {
 			return text("added " + name), nil, nil
 		})
 	return s
+}
+
+// MetaIdempotencyKey is the _meta key the gateway sends a call's
+// idempotency key under (internal/mcp.MetaIdempotencyKey, which cannot be
+// imported here: its tests import this package; they check the two agree
+// by calling idem).
+const MetaIdempotencyKey = "io.github.agentryhq/idempotency-key"
+
+// IdempotencyKey is the idempotency key in a tools/call request's _meta.
+func IdempotencyKey(req *mcp.CallToolRequest) string {
+	if req == nil || req.Params == nil {
+		return ""
+	}
+	key, _ := req.Params.Meta[MetaIdempotencyKey].(string)
+	return key
 }
 
 func text(s string) *mcp.CallToolResult {

@@ -27,8 +27,10 @@ type TurnRequest struct {
 
 // ToolInvocation is one tool call of the loop.
 type ToolInvocation struct {
-	Turn int          `json:"turn"`
-	Call llm.ToolCall `json:"call"`
+	Turn int `json:"turn"`
+	// Index is the call's place among the calls of its turn.
+	Index int          `json:"index"`
+	Call  llm.ToolCall `json:"call"`
 }
 
 // ToolResult is what a tool returned; errors are results too (the model
@@ -179,8 +181,8 @@ func Resume(exec Executor, in Input, from *Checkpoint) (*Output, error) {
 		if turn == maxTurns {
 			break
 		}
-		for _, call := range resp.ToolCalls {
-			res, err := exec.CallTool(ToolInvocation{Turn: turn, Call: call})
+		for i, call := range resp.ToolCalls {
+			res, err := exec.CallTool(ToolInvocation{Turn: turn, Index: i, Call: call})
 			if err != nil {
 				return out, fmt.Errorf("turn %d: tool %s: %w", turn, call.Name, err)
 			}

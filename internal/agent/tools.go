@@ -363,6 +363,7 @@ func (t *Toolbox) httpGet(ctx context.Context, raw json.RawMessage) (ToolResult,
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return ToolResult{}, fmt.Errorf("only http and https URLs are allowed")
 	}
+	drivers.SetIdempotencyKey(req)
 	resp, err := t.HTTP.Do(req)
 	if err != nil {
 		return ToolResult{}, fmt.Errorf("fetch %s: %v", args.URL, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentryhq/agentry/drivers"
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
@@ -364,7 +365,11 @@ func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error)
 		// Only durable runs can park for a person's decision.
 		return agent.ApprovalRefusedInChat(inv.Call.Name), nil
 	}
-	res, err := e.svc.Toolbox.Execute(e.ctx, e.workDir(), e.def.ToolGrants(), inv.Call)
+	// A key per call (docs/tools.md, "Idempotency keys"): from the
+	// exchange's run id, so a client that retries the request starts a new
+	// exchange and gets new keys; nothing here is retried on its own.
+	ctx := drivers.WithIdempotencyKey(e.ctx, agent.IdempotencyKey("chat/"+e.meta.RunID, inv.Turn, inv.Index, inv.Call.ID))
+	res, err := e.svc.Toolbox.Execute(ctx, e.workDir(), e.def.ToolGrants(), inv.Call)
 	var unreachable *mcp.TransportError
 	if errors.As(err, &unreachable) {
 		// In chat there is no durable retry: the model hears about it.

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentryhq/agentry/internal/fault"
-	"github.com/agentryhq/agentry/internal/scrub"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,10 +14,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentryhq/agentry/drivers"
+	"github.com/agentryhq/agentry/internal/fault"
+	"github.com/agentryhq/agentry/internal/scrub"
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// MetaIdempotencyKey is the key of a tools/call request's _meta that
+// carries the call's idempotency key (docs/tools.md, "Idempotency keys").
+// MCP's key rules: a prefix of dot-separated labels and a slash, in
+// reverse DNS notation under a name the project controls (its GitHub
+// organisation; a second label of "modelcontextprotocol" or "mcp" would be
+// reserved for MCP), then a name of alphanumerics and hyphens.
+const MetaIdempotencyKey = "io.github.agentryhq/idempotency-key"
 
 // Statuses of a server connection.
 const (
@@ -234,7 +244,11 @@ func (c *conn) call(ctx context.Context, name string, args json.RawMessage) (Res
 	if err := t.resolved.Validate(instance); err != nil {
 		return Result{Content: fmt.Sprintf("arguments do not match the input schema of %s: %v", name, err), IsError: true}, nil
 	}
-	res, err := c.session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	params := &sdk.CallToolParams{Name: name, Arguments: args}
+	if key := drivers.IdempotencyKey(ctx); key != "" {
+		params.Meta = sdk.Meta{MetaIdempotencyKey: key}
+	}
+	res, err := c.session.CallTool(ctx, params)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()

@@ -353,27 +353,8 @@ func (j *Jail) Run(ctx context.Context, req Request) (Result, error) {
 }
 
 func (j *Jail) capsFor(req Request) Caps {
-	c := req.Caps
-	d := j.cfg.Caps
-	if c.WallTime <= 0 {
-		c.WallTime = d.WallTime
-	}
-	if c.CPUTime <= 0 {
-		c.CPUTime = d.CPUTime
-	}
-	if c.MemoryBytes <= 0 {
-		c.MemoryBytes = d.MemoryBytes
-	}
-	if c.Processes <= 0 {
-		c.Processes = d.Processes
-	}
-	if c.OutputBytes <= 0 {
-		c.OutputBytes = d.OutputBytes
-	}
-	if c.FileSizeBytes <= 0 {
-		c.FileSizeBytes = d.FileSizeBytes
-	}
-	c.Network = req.Caps.Network || d.Network
+	c := req.Caps.Or(j.cfg.Caps)
+	c.Network = req.Caps.Network || j.cfg.Caps.Network
 	return c
 }
 

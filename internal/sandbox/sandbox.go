@@ -71,8 +71,10 @@ func DefaultCaps() Caps {
 }
 
 // WithDefaults fills the zero fields of c from DefaultCaps.
-func (c Caps) WithDefaults() Caps {
-	d := DefaultCaps()
+func (c Caps) WithDefaults() Caps { return c.Or(DefaultCaps()) }
+
+// Or fills the zero (or negative) limits of c from d; Network is c's.
+func (c Caps) Or(d Caps) Caps {
 	if c.WallTime <= 0 {
 		c.WallTime = d.WallTime
 	}

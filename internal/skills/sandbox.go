@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentryhq/agentry/drivers"
 	"github.com/agentryhq/agentry/internal/sandbox"
 	"github.com/agentryhq/agentry/internal/scrub"
 )
@@ -124,6 +125,9 @@ func (r Runner) Run(ctx context.Context, dir, script string, args json.RawMessag
 	cmd := exec.CommandContext(ctx, name, argv...)
 	cmd.Dir = work
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "TMPDIR=" + work, "LANG=C.UTF-8", "SKILL_DIR=" + dir}
+	if key := drivers.IdempotencyKey(ctx); key != "" {
+		cmd.Env = append(cmd.Env, drivers.IdempotencyKeyEnv+"="+key)
+	}
 	cmd.Stdin = bytes.NewReader(args)
 	stdout, stderr := &capped{max: maxOutput}, &capped{max: maxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentryhq/agentry/drivers"
 	"github.com/agentryhq/agentry/internal/sandbox"
 	"github.com/agentryhq/agentry/internal/scrub"
 )
@@ -112,6 +113,9 @@ func (r Runner) runConfined(ctx context.Context, dir, script string, args json.R
 	req := sandbox.Request{Argv: []string{skillMount + "/" + filepath.ToSlash(filepath.Clean(script))}, Stdin: args, Dir: workDir,
 		Mounts: []sandbox.Mount{{Host: dir, Sandbox: skillMount}}, Env: map[string]string{"SKILL_DIR": skillMount},
 		Tools: tools, Caps: caps}
+	if key := drivers.IdempotencyKey(ctx); key != "" {
+		req.Env[drivers.IdempotencyKeyEnv] = key
+	}
 	res, err := r.Jail.Run(ctx, req)
 	out.DurationMS = res.Duration.Milliseconds()
 	if err != nil {

@@ -289,156 +289,49 @@ func (s *Store) Count(ctx context.Context, base string) (int, error) {
 
 // Search implements vector.Store; see the package comment.
 func (s *Store) Search(ctx context.Context, q vector.Query) ([]vector.Hit, error) {
-	q = q.Normalize()
-	if len(q.Bases) == 0 {
-		return []vector.Hit{}, nil
-	}
-	n := vector.Candidates(q.K)
-	text, err := s.textSide(ctx, q, n)
-	if err != nil {
-		return nil, fmt.Errorf("vector store: full-text search: %w", err)
-	}
-	var vec []vector.Scored
+	search := vector.SQLSearch{Text: s.textSide, Cache: s.cache, Generations: s.generations, Embeddings: s.embeddings, Chunks: s.chunks}
 	if s.pgvector {
-		vec, err = s.vectorSideSQL(ctx, q, n)
-	} else {
-		vec, err = s.vectorSideGo(ctx, q, n)
+		search.Vector = s.vectorSideSQL
 	}
-	if err != nil {
-		return nil, fmt.Errorf("vector store: vector search: %w", err)
-	}
-	hits, err := s.load(ctx, vector.Fuse(text, vec, q.K))
-	if err != nil {
-		return nil, fmt.Errorf("vector store: read hits: %w", err)
-	}
-	return hits, nil
-}
-
-func scan(rows *sql.Rows) ([]vector.Scored, error) {
-	defer rows.Close()
-	var out []vector.Scored
-	for rows.Next() {
-		var sc vector.Scored
-		if err := rows.Scan(&sc.ID, &sc.Score); err != nil {
-			return nil, err
-		}
-		out = append(out, sc)
-	}
-	return out, rows.Err()
+	return search.Search(ctx, q)
 }
 
 // textSide ranks the bases' published chunks holding any of the words by
 // ts_rank.
-func (s *Store) textSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
-	terms := vector.Terms(q.Text)
-	if len(terms) == 0 {
-		return nil, nil
-	}
+func (s *Store) textSide(ctx context.Context, q vector.Query, terms []string, n int) ([]vector.Scored, error) {
 	// Terms are letters and digits only: safe as tsquery operands.
 	rows, err := s.db.QueryContext(ctx, `SELECT c.id, ts_rank(c.tsv, tq)::float8 AS r FROM vector_chunks c, to_tsquery('simple', $1) tq
 WHERE c.tsv @@ tq AND c.published AND c.base = ANY($2) ORDER BY r DESC, c.id LIMIT $3`, strings.Join(terms, " | "), q.Bases, n)
 	if err != nil {
 		return nil, err
 	}
-	return scan(rows)
+	return vector.ScanScored(rows)
 }
 
 // vectorSideSQL ranks by pgvector's cosine distance in the database.
 func (s *Store) vectorSideSQL(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
-	if len(q.Vector) == 0 || vector.Norm(q.Vector) == 0 {
-		return nil, nil
-	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, (1 - (embedding <=> $1::vector))::float8 FROM vector_chunks
 WHERE published AND dim = $2 AND base = ANY($3) AND embedding IS NOT NULL ORDER BY embedding <=> $1::vector, id LIMIT $4`,
 		vectorLiteral(q.Vector), len(q.Vector), q.Bases, n)
 	if err != nil {
 		return nil, err
 	}
-	return scan(rows)
+	return vector.ScanScored(rows)
 }
 
-// vectorSideGo is the fallback: the bases' embeddings ranked by cosine in
-// Go, kept in memory by vector.Cache while the bases' generations stay.
-func (s *Store) vectorSideGo(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
-	norm := vector.Norm(q.Vector)
-	if len(q.Vector) == 0 || norm == 0 {
-		return nil, nil
-	}
-	gens := make(map[string]int64, len(q.Bases))
-	rows, err := s.db.QueryContext(ctx, `SELECT base, generation FROM vector_bases WHERE base = ANY($1)`, q.Bases)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var b string
-		var g int64
-		if err := rows.Scan(&b, &g); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		gens[b] = g
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	top := vector.NewTopN(n)
-	for _, base := range q.Bases {
-		err := s.cache.Rank(base, gens[base], q.Vector, norm, top, func(add func(int64, []float32)) error {
-			rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = $1 AND base = $2`, len(q.Vector), base)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			var id int64
-			var raw sql.RawBytes
-			var buf []float32
-			for rows.Next() {
-				if err := rows.Scan(&id, &raw); err != nil {
-					return err
-				}
-				buf = vector.DecodeVector(raw, buf)
-				add(id, buf)
-			}
-			return rows.Err()
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return top.Sorted(), nil
+// generations queries the bases' (base, generation) rows (the fallback
+// vector side: vector.Cache).
+func (s *Store) generations(ctx context.Context, bases []string) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, `SELECT base, generation FROM vector_bases WHERE base = ANY($1)`, bases)
 }
 
-func (s *Store) load(ctx context.Context, fused []vector.Fused) ([]vector.Hit, error) {
-	hits := make([]vector.Hit, 0, len(fused))
-	if len(fused) == 0 {
-		return hits, nil
-	}
-	ids := make([]int64, len(fused))
-	for i, f := range fused {
-		ids[i] = f.ID
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, base, document, position, text FROM vector_chunks WHERE id = ANY($1)`, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	chunks := make(map[int64]vector.Chunk, len(fused))
-	for rows.Next() {
-		var id int64
-		var c vector.Chunk
-		if err := rows.Scan(&id, &c.Base, &c.Document, &c.Position, &c.Text); err != nil {
-			return nil, err
-		}
-		chunks[id] = c
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for _, f := range fused {
-		if c, ok := chunks[f.ID]; ok {
-			hits = append(hits, vector.Hit{Chunk: c, Score: f.Score, TextScore: f.TextScore, VectorScore: f.VectorScore})
-		}
-	}
-	return hits, nil
+// embeddings queries the (id, vec) rows of a base's published chunks of
+// dim dimensions (the fallback vector side).
+func (s *Store) embeddings(ctx context.Context, base string, dim int) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = $1 AND base = $2`, dim, base)
+}
+
+// chunks queries the hits' rows.
+func (s *Store) chunks(ctx context.Context, ids []int64) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, `SELECT id, base, document, position, text FROM vector_chunks WHERE id = ANY($1)`, ids)
 }

@@ -244,26 +244,8 @@ func (s *Store) Count(ctx context.Context, base string) (int, error) {
 
 // Search implements vector.Store; see the package comment.
 func (s *Store) Search(ctx context.Context, q vector.Query) ([]vector.Hit, error) {
-	q = q.Normalize()
-	if len(q.Bases) == 0 {
-		return []vector.Hit{}, nil
-	}
-	ctx = models.SettledRead(ctx)
-	n := vector.Candidates(q.K)
-	text, err := s.textSide(ctx, q, n)
-	if err != nil {
-		return nil, fmt.Errorf("vector store: full-text search: %w", err)
-	}
-	vec, err := s.vectorSide(ctx, q, n)
-	if err != nil {
-		return nil, fmt.Errorf("vector store: vector search: %w", err)
-	}
-	fused := vector.Fuse(text, vec, q.K)
-	hits, err := s.load(ctx, fused)
-	if err != nil {
-		return nil, fmt.Errorf("vector store: read hits: %w", err)
-	}
-	return hits, nil
+	return vector.SQLSearch{Text: s.textSide, Cache: s.cache, Generations: s.generations, Embeddings: s.embeddings, Chunks: s.chunks}.
+		Search(models.SettledRead(ctx), q)
 }
 
 // placeholders is "?, ?, ..." for n arguments.
@@ -285,11 +267,7 @@ func anys[T any](vs []T) []any {
 // textProbe*n matches are looked up for their base and state; when fewer
 // than n of those belong to the bases searched (other bases or staged
 // versions crowd the top), the search is repeated over every match.
-func (s *Store) textSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
-	terms := vector.Terms(q.Text)
-	if len(terms) == 0 {
-		return nil, nil
-	}
+func (s *Store) textSide(ctx context.Context, q vector.Query, terms []string, n int) ([]vector.Scored, error) {
 	quoted := make([]string, len(terms))
 	for i, t := range terms {
 		quoted[i] = `"` + t + `"` // Terms are letters and digits only
@@ -332,97 +310,18 @@ JOIN vector_chunks c ON c.id = f.rowid ORDER BY f.rank, f.rowid`, args...)
 	return out, matched, rows.Err()
 }
 
-// vectorSide ranks the bases' published embeddings by cosine similarity
-// to the query vector, from the cache (vector.Cache) while it holds the
-// bases' current generations, and keeps the n best.
-func (s *Store) vectorSide(ctx context.Context, q vector.Query, n int) ([]vector.Scored, error) {
-	norm := vector.Norm(q.Vector)
-	if len(q.Vector) == 0 || norm == 0 {
-		return nil, nil
-	}
-	gens, err := s.generations(ctx, q.Bases)
-	if err != nil {
-		return nil, err
-	}
-	top := vector.NewTopN(n)
-	for _, base := range q.Bases {
-		err := s.cache.Rank(base, gens[base], q.Vector, norm, top, func(add func(int64, []float32)) error {
-			rows, err := s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = ? AND base = ?`, len(q.Vector), base)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			var id int64
-			var raw sql.RawBytes
-			var buf []float32
-			for rows.Next() {
-				if err := rows.Scan(&id, &raw); err != nil {
-					return err
-				}
-				buf = vector.DecodeVector(raw, buf)
-				add(id, buf)
-			}
-			return rows.Err()
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return top.Sorted(), nil
+// generations queries the bases' (base, generation) rows.
+func (s *Store) generations(ctx context.Context, bases []string) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, `SELECT base, generation FROM vector_bases WHERE base IN (`+placeholders(len(bases))+`)`, anys(bases)...)
 }
 
-// generations are the bases' generations (0 for a base never written).
-func (s *Store) generations(ctx context.Context, bases []string) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT base, generation FROM vector_bases WHERE base IN (`+placeholders(len(bases))+`)`, anys(bases)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make(map[string]int64, len(bases))
-	for rows.Next() {
-		var b string
-		var g int64
-		if err := rows.Scan(&b, &g); err != nil {
-			return nil, err
-		}
-		out[b] = g
-	}
-	return out, rows.Err()
+// embeddings queries the (id, vec) rows of a base's published chunks of
+// dim dimensions.
+func (s *Store) embeddings(ctx context.Context, base string, dim int) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, `SELECT id, vec FROM vector_chunks WHERE published AND dim = ? AND base = ?`, dim, base)
 }
 
-// load reads the fused candidates' chunks, in the fused order.
-func (s *Store) load(ctx context.Context, fused []vector.Fused) ([]vector.Hit, error) {
-	hits := make([]vector.Hit, 0, len(fused))
-	if len(fused) == 0 {
-		return hits, nil
-	}
-	ids := make([]any, len(fused))
-	for i, f := range fused {
-		ids[i] = f.ID
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, base, document, position, text FROM vector_chunks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	chunks := make(map[int64]vector.Chunk, len(fused))
-	for rows.Next() {
-		var id int64
-		var c vector.Chunk
-		if err := rows.Scan(&id, &c.Base, &c.Document, &c.Position, &c.Text); err != nil {
-			return nil, err
-		}
-		chunks[id] = c
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for _, f := range fused {
-		c, ok := chunks[f.ID]
-		if !ok {
-			continue // deleted since the ranking
-		}
-		hits = append(hits, vector.Hit{Chunk: c, Score: f.Score, TextScore: f.TextScore, VectorScore: f.VectorScore})
-	}
-	return hits, nil
+// chunks queries the hits' rows.
+func (s *Store) chunks(ctx context.Context, ids []int64) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, `SELECT id, base, document, position, text FROM vector_chunks WHERE id IN (`+placeholders(len(ids))+`)`, anys(ids)...)
 }
