@@ -229,14 +229,20 @@ func (c *Controller) Admit(ctx context.Context, call *llm.Call) (llm.Admission, 
 	if call.Meta.Source == llm.SourceBuilder {
 		a.build = call.Meta.RunID
 	}
-	if a.root = rootRunID(call.Meta); a.root != "" && call.Meta.CostCapMicros > 0 {
-		a.capMicros = call.Meta.CostCapMicros
-	}
 	var agent *AgentPolicy
 	if c.agents != nil && call.Meta.AgentID != "" {
 		if ap, ok := c.agents(call.Meta.AgentID); ok {
 			agent = &ap
 		}
+	}
+	// The run tree's cost cap: the tighter of the task's (the caller's) and
+	// the calling agent's max_cost_usd.
+	if a.root = rootRunID(call.Meta); a.root != "" {
+		a.capMicros = call.Meta.CostCapMicros
+		if agent != nil && agent.MaxCostMicros > 0 && (a.capMicros <= 0 || agent.MaxCostMicros < a.capMicros) {
+			a.capMicros = agent.MaxCostMicros
+		}
+		a.capMicros = max(a.capMicros, 0)
 	}
 	class := dataClass(call.Meta, agent)
 	entry := &models.LedgerEntry{
