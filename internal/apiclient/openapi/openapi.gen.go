@@ -1770,8 +1770,11 @@ type ChargebackGroup struct {
 	OutputTokens        int64   `json:"output_tokens,omitempty,omitzero"`
 	Provider            string  `json:"provider,omitempty,omitzero"`
 	ReasoningTokens     int64   `json:"reasoning_tokens,omitempty,omitzero"`
-	UnknownPricedCalls  int64   `json:"unknown_priced_calls,omitempty,omitzero"`
-	User                string  `json:"user,omitempty,omitzero"`
+
+	// RootRun the run tree's root run (ledger run id; "" for calls of no run)
+	RootRun            string `json:"root_run,omitempty,omitzero"`
+	UnknownPricedCalls int64  `json:"unknown_priced_calls,omitempty,omitzero"`
+	User               string `json:"user,omitempty,omitzero"`
 }
 
 // ChargebackMetrics defines model for ChargebackMetrics.
