@@ -126,6 +126,10 @@ func (a *TaskRunActivities) TaskRunWait(ctx context.Context, in workflows.RunWai
 func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
+	capMicros, err := a.costCap(ctx, in.Run)
+	if err != nil {
+		return nil, err // retried: a turn never runs past a cap it could not read
+	}
 	resp, err := LLMTurn(ctx, a.Log, a.Router, in, llm.CallMeta{
 		CallID:    CallID(in.Run, in.Turn),
 		Subject:   in.Run.Subject,
@@ -135,11 +139,28 @@ func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLM
 		RunID:     models.TaskRunLedgerID(in.Run.RunID),
 		Source:    llm.SourceTask,
 		Trigger:   in.Run.Trigger,
+		// Read at every turn: a raised cap counts from the next turn on.
+		CostCapMicros: capMicros,
 	})
 	if err == nil {
 		a.turnEvent(ctx, in, resp)
 	}
 	return resp, err
+}
+
+// costCapStore reads a task's cost cap (*models.Store).
+type costCapStore interface {
+	RunCostCap(ctx context.Context, taskID int64, rootRunID string) (int64, error)
+}
+
+// costCap is the max_cost_usd of the run tree's task in micro-dollars (0:
+// none).
+func (a *TaskRunActivities) costCap(ctx context.Context, ref workflows.RunRef) (int64, error) {
+	cs, ok := a.Store.(costCapStore)
+	if !ok || ref.TaskID == 0 {
+		return 0, nil
+	}
+	return cs.RunCostCap(ctx, ref.TaskID, ref.RootRunID)
 }
 
 // turnEvent appends run.turn for a finished LLM turn (the run's timeline in

@@ -205,7 +205,7 @@ func (f *CostsFeature) calls(c *fiber.Ctx) error {
 		return err
 	}
 	filter := models.LedgerFilter{CallID: c.Query("call_id"), RunID: c.Query("run_id"), SessionID: c.Query("session_id"),
-		AgentID: c.Query("agent_id"), Subject: c.Query("subject"), Outcome: c.Query("outcome")}
+		AgentID: c.Query("agent_id"), Subject: c.Query("subject"), Outcome: c.Query("outcome"), RootRunID: c.Query("root_run_id")}
 	if filter.Outcome != "" && !slices.Contains(callOutcomes, filter.Outcome) {
 		return badRequest("outcome must be one of %s", strings.Join(callOutcomes, ", ")).WithCode("invalid").With("field", "outcome")
 	}

@@ -156,13 +156,19 @@ func (f *WorkboardFeature) updateTask(c *fiber.Ctx) error {
 		return err
 	}
 	if fields == (models.TaskFields{}) {
-		return badRequest("the request changes nothing: send one or more of title, description, agent_id, status, owner, priority, tags, due_at")
+		return badRequest("the request changes nothing: send one or more of title, description, agent_id, status, owner, priority, tags, due_at, max_cost_usd")
 	}
 	task, err := f.Store.UpdateTask(c.UserContext(), id, fields)
 	if err != nil {
 		return err
 	}
 	f.notify()
+	if fields.MaxCostUSD != nil && f.Runs != nil {
+		// A changed cap: runs waiting for theirs check again now.
+		if _, err := f.Runs.NudgeCostCapWaits(c.UserContext()); err != nil && f.Logger != nil {
+			f.Logger.Warn("workboard: tell runs waiting for a cost cap", "task_id", id, "err", err)
+		}
+	}
 	return c.JSON(task)
 }
 
@@ -496,6 +502,15 @@ func decodeTaskFields(c *fiber.Ctx) (models.TaskFields, error) {
 			}
 		}
 		f.Tags = &tags
+	}
+	if v, ok := raw["max_cost_usd"]; ok {
+		var usd float64
+		if string(bytes.TrimSpace(v)) != "null" {
+			if err := json.Unmarshal(v, &usd); err != nil {
+				return f, fieldErr("max_cost_usd", "must be a number of US dollars (or null for no cap)")
+			}
+		}
+		f.MaxCostUSD = &usd
 	}
 	return f, nil
 }

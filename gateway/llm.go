@@ -58,7 +58,8 @@ func NewCosts(ctx context.Context, g *Gateway, agents *agentdef.Registry, bus *e
 				return costs.AgentPolicy{}, false
 			}
 			return costs.AgentPolicy{Provider: d.LLM.Provider, Model: d.LLM.Model, AllowedProviders: d.LLM.AllowedProviders,
-				AllowedModels: d.LLM.AllowedModels, DataClassification: d.LLM.DataClassification}, true
+				AllowedModels: d.LLM.AllowedModels, DataClassification: d.LLM.DataClassification,
+				MaxCostMicros: d.MaxCostMicros()}, true
 		},
 		OnAlert: func(ctx context.Context, a costs.Alert) {
 			if _, err := bus.Publish(ctx, a.Event()); err != nil {

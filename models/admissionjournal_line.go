@@ -64,6 +64,7 @@ func appendLedgerEntry(b []byte, e *LedgerEntry) ([]byte, error) {
 	str(`,"agent_id":`, e.AgentID, true)
 	str(`,"session_id":`, e.SessionID, true)
 	str(`,"run_id":`, e.RunID, true)
+	str(`,"root_run_id":`, e.RootRunID, true)
 	str(`,"source":`, e.Source, false)
 	str(`,"trigger":`, e.Trigger, true)
 	str(`,"provider":`, e.Provider, false)

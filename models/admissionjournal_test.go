@@ -85,7 +85,7 @@ func TestJournaledCallLeavesTheSameRowAsACommittedOne(t *testing.T) {
 		}
 		for i, s := range steps {
 			e := pendingEntry(s.call, now)
-			e.RunID, e.Trigger, e.EstimatedInputTokens, e.MaxOutputTokens = "run-1", "api", 12, 100
+			e.RunID, e.RootRunID, e.Trigger, e.EstimatedInputTokens, e.MaxOutputTokens = "run-1", "root-1", "api", 12, 100
 			res, err := l.AdmitCall(ctx, AdmitParams{Entry: e, AdmissionID: s.admission, Keys: s.keys, WorstMicros: 50, ExpiresAt: now.Add(time.Hour)})
 			if err != nil || !res.Admitted {
 				t.Fatalf("admit %s: %+v %v", s.admission, res, err)

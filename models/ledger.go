@@ -219,6 +219,8 @@ type CounterSeed struct {
 	Subject  string    // only rows of this subject, when set
 	AgentID  string    // only rows of this agent, when set
 	RunID    string    // only rows of this run, when set
+	// RootRunID: only rows of this run tree (root_run_id), when set.
+	RootRunID string
 }
 
 // EnsureBudgetCounters creates the counters that do not exist yet.
@@ -239,6 +241,10 @@ SELECT ?, COALESCE(SUM(cost_micros), 0), 0, ? FROM cost_ledger WHERE created_at 
 		if seed.RunID != "" {
 			q += " AND run_id = ?"
 			args = append(args, seed.RunID)
+		}
+		if seed.RootRunID != "" {
+			q += " AND root_run_id = ?"
+			args = append(args, seed.RootRunID)
 		}
 		q += " ON CONFLICT (counter_key) DO NOTHING"
 		if err := s.DB.WithContext(ctx).Exec(q, args...).Error; err != nil {

@@ -48,7 +48,7 @@ type AdmitResult struct {
 }
 
 // ledgerColumns are written by the pending row's INSERT, in this order.
-const ledgerColumns = `call_id, subject, workspace, agent_id, session_id, run_id, source, "trigger", provider, model, response_model,
+const ledgerColumns = `call_id, subject, workspace, agent_id, session_id, run_id, root_run_id, source, "trigger", provider, model, response_model,
 data_classification, interactive, provider_request_id, provider_request_ids, outcome, rejection_code, error_kind, finish_reason,
 input_tokens, output_tokens, cached_input_tokens, cache_creation_tokens, reasoning_tokens, tool_use_prompt_tokens, usage_estimated,
 estimated_input_tokens, max_output_tokens, requested_max_output_tokens, clamped, pricing_status, price_version, price_source,
@@ -59,7 +59,7 @@ price_effective_date, cost_micros, cost_usd, reserved_micros, mode, attempts, ex
 // execution and its first provider request; usage and cost already
 // recorded stay. A rejection takes both counts back.
 var upsertPendingSQL = `INSERT INTO cost_ledger (` + ledgerColumns + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, '', '', 'pending', '', '', '', 0, 0, 0, 0, 0, 0, FALSE, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 1, 1, ?, ?, ?, '')
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, '', '', 'pending', '', '', '', 0, 0, 0, 0, 0, 0, FALSE, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 1, 1, ?, ?, ?, '')
 ON CONFLICT (call_id) DO UPDATE SET ` + pendingConflictSet
 
 // pendingConflictSet marks a call id seen before pending again and counts
@@ -72,7 +72,7 @@ estimated_input_tokens = excluded.estimated_input_tokens, clamped = excluded.cla
 price_version = excluded.price_version, price_source = excluded.price_source, price_effective_date = excluded.price_effective_date`
 
 func pendingArgs(e *LedgerEntry) []any {
-	return []any{e.CallID, e.Subject, e.Workspace, e.AgentID, e.SessionID, e.RunID, e.Source, e.Trigger, e.Provider, e.Model,
+	return []any{e.CallID, e.Subject, e.Workspace, e.AgentID, e.SessionID, e.RunID, e.RootRunID, e.Source, e.Trigger, e.Provider, e.Model,
 		e.DataClassification, e.Interactive, e.EstimatedInputTokens, e.MaxOutputTokens, e.RequestedMaxOutputTokens, e.Clamped,
 		e.PricingStatus, e.PriceVersion, e.PriceSource, e.PriceEffectiveDate, e.ReservedMicros, e.Mode,
 		e.CreatedAt.UTC(), e.StartedAt.UTC(), e.StartedAt.UTC()}

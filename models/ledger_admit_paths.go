@@ -74,7 +74,7 @@ func (l *CostLedger) admitJournaled(ctx context.Context, p AdmitParams, keys []s
 // they were ("key spent reserved,...").
 var admitPostgresSQL = `WITH led AS (
   INSERT INTO cost_ledger (` + ledgerColumns + `)
-  VALUES (?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, '', ?::text, ?::boolean, '', '', 'pending', '', '', '',
+  VALUES (?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, '', ?::text, ?::boolean, '', '', 'pending', '', '', '',
     0, 0, 0, 0, 0, 0, FALSE, ?::bigint, ?::bigint, ?::bigint, ?::boolean, ?::text, ?::text, ?::text, ?::text, 0, 0, ?::bigint, ?::text, 1, 1,
     ?::timestamptz, ?::timestamptz, ?::timestamptz, '')
   ON CONFLICT (call_id) DO UPDATE SET ` + pendingConflictSet + `

@@ -19,6 +19,8 @@ type LedgerFilter struct {
 	CallID, RunID, SessionID      string
 	AgentID, Subject, Outcome     string
 	ExcludeRejected, OnlyRejected bool
+	// RootRunID: only the rows of one run tree (root_run_id).
+	RootRunID string
 }
 
 func (f LedgerFilter) apply(q *gorm.DB) *gorm.DB {
@@ -29,7 +31,7 @@ func (f LedgerFilter) apply(q *gorm.DB) *gorm.DB {
 		q = q.Where("created_at < ?", f.To.UTC())
 	}
 	for col, v := range map[string]string{"call_id": f.CallID, "run_id": f.RunID, "session_id": f.SessionID,
-		"agent_id": f.AgentID, "subject": f.Subject, "outcome": f.Outcome} {
+		"agent_id": f.AgentID, "subject": f.Subject, "outcome": f.Outcome, "root_run_id": f.RootRunID} {
 		if v != "" {
 			q = q.Where(col+" = ?", v)
 		}
@@ -70,6 +72,9 @@ func (s *Store) GetLedgerEntry(ctx context.Context, callID string) (*LedgerEntry
 var ChargebackDimensions = map[string]string{
 	"user": "subject", "feature": "source", "provider": "provider", "model": "model",
 	"agent": "agent_id",
+	// root_run: the run tree (a delegating run with the runs it delegated
+	// to); calls of no run group under "".
+	"root_run": "root_run_id",
 }
 
 // ChargebackRow is one group of the chargeback report.

@@ -258,14 +258,14 @@ func (l *CostLedger) settleSQLite(ctx context.Context, tx *sql.Tx, st Settlement
 // after its journaled admission, unless the call id has a row already (a
 // retried call: see settleJournaled).
 var settledRowSQL = `INSERT INTO cost_ledger (` + ledgerColumns + `, finished_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
 ON CONFLICT (call_id) DO NOTHING`
 
 // settledRowLiteral is settledRowSQL as a literal statement (see
 // literalSQL): what a model's calls of one agent share is written into the
 // text, in the order of settledRowArgs.
 var settledRowLiteral = sqlitewriter.NewLiteral(settledRowSQL,
-	sqlitewriter.BindValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.BindValue, sqlitewriter.BindValue, // call_id, subject, workspace, agent_id, session_id, run_id
+	sqlitewriter.BindValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.BindValue, sqlitewriter.BindValue, sqlitewriter.BindValue, // call_id, subject, workspace, agent_id, session_id, run_id, root_run_id
 	sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, // source, trigger, provider, model, response_model
 	sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.BindValue, sqlitewriter.BindValue, // data_classification, interactive, provider_request_id(s)
 	sqlitewriter.InlineValue, sqlitewriter.InlineValue, sqlitewriter.InlineValue, // outcome, error_kind, finish_reason
@@ -282,7 +282,7 @@ func settledRowArgs(e *LedgerEntry, st Settlement, finished time.Time) []any {
 	// boxing allocates); what comes from configuration or constants is
 	// boxed without an allocation (boxStable).
 	requestID, done := any(st.ProviderRequestID), any(finished)
-	return []any{e.CallID, sqlitewriter.BoxStable(e.Subject), sqlitewriter.BoxStable(e.Workspace), sqlitewriter.BoxStable(e.AgentID), e.SessionID, e.RunID,
+	return []any{e.CallID, sqlitewriter.BoxStable(e.Subject), sqlitewriter.BoxStable(e.Workspace), sqlitewriter.BoxStable(e.AgentID), e.SessionID, e.RunID, e.RootRunID,
 		sqlitewriter.BoxStable(e.Source), sqlitewriter.BoxStable(e.Trigger), sqlitewriter.BoxStable(e.Provider), sqlitewriter.BoxStable(e.Model),
 		st.ResponseModel, sqlitewriter.BoxStable(e.DataClassification), e.Interactive, requestID, requestID,
 		sqlitewriter.BoxStable(st.Outcome), sqlitewriter.BoxStable(st.ErrorKind), st.FinishReason,

@@ -94,10 +94,22 @@ type Task struct {
 	Owner       string `gorm:"size:191"`
 	Priority    string `gorm:"size:16;not null"`
 	// Tags is a JSON array of strings.
-	Tags      string
-	DueAt     *time.Time
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Tags  string
+	DueAt *time.Time
+	// MaxCostMicros is the task's max_cost_usd in micro-dollars (0: no
+	// cap): what a run of the task may cost with the runs it delegates to.
+	MaxCostMicros int64 `gorm:"not null;default:0"`
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// MaxCostUSD is the API form of the cap: nil when the task has none.
+func (t Task) MaxCostUSD() *float64 {
+	if t.MaxCostMicros <= 0 {
+		return nil
+	}
+	v := MicrosToUSD(t.MaxCostMicros)
+	return &v
 }
 
 // TagList decodes Tags (never nil).
@@ -122,9 +134,10 @@ func (t Task) MarshalJSON() ([]byte, error) {
 		Priority    string     `json:"priority"`
 		Tags        []string   `json:"tags"`
 		DueAt       *time.Time `json:"due_at"`
+		MaxCostUSD  *float64   `json:"max_cost_usd"`
 		CreatedAt   time.Time  `json:"created_at"`
 		UpdatedAt   time.Time  `json:"updated_at"`
-	}{t.ID, t.Title, t.Description, t.AgentID, t.Status, t.Owner, t.Priority, t.TagList(), t.DueAt, t.CreatedAt, t.UpdatedAt})
+	}{t.ID, t.Title, t.Description, t.AgentID, t.Status, t.Owner, t.Priority, t.TagList(), t.DueAt, t.MaxCostUSD(), t.CreatedAt, t.UpdatedAt})
 }
 
 // TaskRun is one execution of a task by its agent (a TaskRun workflow).
@@ -312,7 +325,12 @@ type TaskFields struct {
 	Tags *[]string
 	// DueAt is an RFC 3339 timestamp; "" clears the due date.
 	DueAt *string
+	// MaxCostUSD is the run tree's cost cap in US dollars; 0 clears it.
+	MaxCostUSD *float64
 }
+
+// MaxTaskCostUSD bounds max_cost_usd (a typo guard, not a budget).
+const MaxTaskCostUSD = 1e6
 
 // apply validates f and writes it into t, returning the names of the
 // fields whose value changed. Nothing is written when a field is invalid.
@@ -386,6 +404,14 @@ func (f TaskFields) apply(t *Task) ([]string, error) {
 			next.DueAt = &due
 		}
 	}
+	if f.MaxCostUSD != nil {
+		v := *f.MaxCostUSD
+		// Written so that NaN is refused too.
+		if !(v >= 0 && v <= MaxTaskCostUSD) {
+			return nil, invalidField("max_cost_usd", "%v must be a number of US dollars from 0 to %.0f (0 or null: no cap)", v, MaxTaskCostUSD)
+		}
+		next.MaxCostMicros = USDToMicros(v)
+	}
 	var changed []string
 	add := func(name string, differs bool) {
 		if differs {
@@ -400,6 +426,7 @@ func (f TaskFields) apply(t *Task) ([]string, error) {
 	add("priority", next.Priority != t.Priority)
 	add("tags", next.Tags != t.Tags && !(isEmptyTags(next.Tags) && isEmptyTags(t.Tags)))
 	add("due_at", !sameTime(next.DueAt, t.DueAt))
+	add("max_cost_usd", next.MaxCostMicros != t.MaxCostMicros)
 	*t = next
 	return changed, nil
 }

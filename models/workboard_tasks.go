@@ -89,7 +89,7 @@ func (s *Store) UpdateTask(ctx context.Context, id int64, f TaskFields) (*Task, 
 		t.UpdatedAt = time.Now().UTC()
 		if err := tx.Model(&Task{}).Where("id = ?", id).Updates(map[string]any{
 			"title": t.Title, "description": t.Description, "agent_id": t.AgentID, "status": t.Status, "owner": t.Owner,
-			"priority": t.Priority, "tags": t.Tags, "due_at": t.DueAt, "updated_at": t.UpdatedAt,
+			"priority": t.Priority, "tags": t.Tags, "due_at": t.DueAt, "max_cost_micros": t.MaxCostMicros, "updated_at": t.UpdatedAt,
 		}).Error; err != nil {
 			return fmt.Errorf("update task %d: %w", id, err)
 		}

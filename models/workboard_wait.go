@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -18,6 +19,14 @@ import (
 // WaitingForBudget: the run waits until cost admission lets its next LLM
 // turn through (budget raised, period rolled over, reservations released).
 const WaitingForBudget = "budget"
+
+// WaitingForCostCap: the run waits until its run tree's cost cap (the
+// task's or the agent's max_cost_usd) is raised; its task is in
+// needs_review meanwhile (issue 47, docs/costs.md "Cost caps").
+const WaitingForCostCap = "cost_cap"
+
+// CostCapAuthor is the author of the comment a cost-cap wait leaves.
+const CostCapAuthor = "agentry"
 
 // Events of run waits.
 const (
@@ -79,8 +88,13 @@ func (s *Store) waitTransition(ctx context.Context, w RunWait, from []string, to
 		}
 		ev := NewEvent(event, fmt.Sprintf("%s:%d:a%d:t%d:%s", event, w.RunID, w.Attempt, w.Turn, w.WaitingFor), payload)
 		ev.TaskID, ev.RunID, ev.AgentID, ev.Attempt = run.TaskID, run.ID, run.AgentID, run.Attempt
-		_, err := insertEvent(tx, s.Driver, &ev)
-		return err
+		fresh, err := insertEvent(tx, s.Driver, &ev)
+		if err != nil || !fresh || res.RowsAffected == 0 || w.WaitingFor != WaitingForCostCap {
+			return err
+		}
+		// Once per park (the event's dedupe key): a repeated step leaves one
+		// comment.
+		return costCapTask(tx, s.Driver, &run, w, to == RunWaiting)
 	})
 	return active, err
 }
@@ -101,4 +115,67 @@ func (s *Store) RunsWaitingFor(ctx context.Context, waitingFor string) ([]TaskRu
 		return nil, fmt.Errorf("list runs waiting for %s: %w", waitingFor, err)
 	}
 	return runs, nil
+}
+
+// costCapTask moves the task of a run that parks for its cost cap to
+// needs_review with a comment saying what was spent against which cap, and
+// back to running when the run resumes (a task someone moved on meanwhile
+// is left where it is).
+func costCapTask(tx *gorm.DB, driver string, run *TaskRun, w RunWait, parking bool) error {
+	t, err := getTask(tx, run.TaskID)
+	if err != nil {
+		return err
+	}
+	from, to := TaskRunning, TaskNeedsReview
+	if !parking {
+		from, to = TaskNeedsReview, TaskRunning
+	}
+	now := time.Now().UTC()
+	moved := tx.Model(&Task{}).Where("id = ? AND status = ?", t.ID, from).Updates(map[string]any{"status": to, "updated_at": now})
+	if moved.Error != nil {
+		return fmt.Errorf("task %d to %s: %w", t.ID, to, moved.Error)
+	}
+	if moved.RowsAffected > 0 {
+		t.Status, t.UpdatedAt = to, now
+		up := taskEvent(EventTaskUpdated, "", t, []string{"status"})
+		if _, err := insertEvent(tx, driver, &up); err != nil {
+			return err
+		}
+	}
+	if !parking {
+		return nil
+	}
+	body := fmt.Sprintf("Run %d paused at turn %d: %s. Raise the task's max_cost_usd (PATCH /api/v1/workboard/tasks/%d, or agentry task update %d --max-cost-usd N) to let it go on, or cancel the run. The turns already paid for are kept.",
+		run.ID, w.Turn, strings.TrimSuffix(truncateUTF8(w.Reason, 1500), "."), t.ID, t.ID)
+	c := Comment{TaskID: t.ID, Author: CostCapAuthor, Body: body, Kind: CommentNote, CreatedAt: now}
+	if err := tx.Create(&c).Error; err != nil {
+		return fmt.Errorf("comment on task %d: %w", t.ID, err)
+	}
+	ev := NewEvent(EventCommentCreated, fmt.Sprintf("comment.created:%d", c.ID), map[string]any{
+		"comment_id": c.ID, "author": c.Author, "kind": c.Kind, "decision": c.Decision,
+	})
+	ev.TaskID, ev.AgentID = t.ID, t.AgentID
+	_, err = insertEvent(tx, driver, &ev)
+	return err
+}
+
+// RunCostCap is the cost cap of a task run's tree in micro-dollars (0:
+// none): the max_cost_usd of the task of rootRunID (a TaskRunLedgerID:
+// the tree's root run), or of taskID when the run is its own root. Read at
+// every LLM turn, so a raised cap counts from the next turn on.
+func (s *Store) RunCostCap(ctx context.Context, taskID int64, rootRunID string) (int64, error) {
+	var caps []int64
+	q := s.DB.WithContext(ctx).Model(&Task{})
+	if id, ok := TaskRunIDFromLedger(rootRunID); ok {
+		q = q.Where("id = (SELECT task_id FROM task_runs WHERE id = ?)", id)
+	} else {
+		q = q.Where("id = ?", taskID)
+	}
+	if err := q.Pluck("max_cost_micros", &caps).Error; err != nil {
+		return 0, fmt.Errorf("cost cap of task %d: %w", taskID, err)
+	}
+	if len(caps) == 0 {
+		return 0, nil
+	}
+	return caps[0], nil
 }

@@ -197,6 +197,9 @@ func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 			ctx := workflow.WithActivityOptions(e.ctx, e.run.llmOpts)
 			err = workflow.ExecuteActivity(ctx, e.run.llmStep, in).Get(ctx, &resp)
 		}
+		if costCapRefusal(err) {
+			err = e.waitForCostCap(in, err, &resp)
+		}
 		if code, ok := budgetRefusal(err); ok && e.run.budgetWait > 0 {
 			err = e.waitForBudget(in, code, err, &resp)
 		}

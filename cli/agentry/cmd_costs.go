@@ -71,7 +71,7 @@ func (a *App) costsCommand() *cobra.Command {
 		},
 	}
 	reconcile.Flags().StringVar(&day, "day", "", "UTC day to reconcile, YYYY-MM-DD (default: the previous completed day)")
-	costs.AddCommand(reconcile)
+	costs.AddCommand(reconcile, a.chargebackCommand())
 	return costs
 }
 

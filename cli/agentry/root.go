@@ -111,6 +111,7 @@ server.api_key or the workspace's generated key).`,
 		a.costsCommand(),
 		a.approvalsCommand(),
 		a.workboardCommand(),
+		a.taskCommand(),
 		a.packageCommand(),
 		a.knowledgeCommand(),
 	)

@@ -12,6 +12,7 @@ package agentdef
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -60,6 +61,10 @@ type Definition struct {
 	Approvals *Approvals `yaml:"approvals,omitempty" json:"approvals,omitempty"`
 	// Memory opts the agent into memory (memory.go): true or a block.
 	Memory *Memory `yaml:"memory,omitempty" json:"memory,omitempty"`
+	// MaxCostUSD caps what one run of the agent may cost, with the runs it
+	// delegates to (its run tree): the next LLM call that could pass it is
+	// refused (cost_cap) and a durable run waits (docs/costs.md, "Cost caps").
+	MaxCostUSD *float64 `yaml:"max_cost_usd,omitempty" json:"max_cost_usd,omitempty"`
 
 	// File is where the definition was read from.
 	File string `yaml:"-" json:"-"`
@@ -103,6 +108,14 @@ type Schedule struct {
 type ScheduleOutput struct {
 	Channel string `yaml:"channel,omitempty" json:"channel,omitempty"`
 	To      string `yaml:"to,omitempty" json:"to,omitempty"`
+}
+
+// MaxCostMicros is max_cost_usd in micro-dollars (0: no cap).
+func (d *Definition) MaxCostMicros() int64 {
+	if d.MaxCostUSD == nil || *d.MaxCostUSD <= 0 {
+		return 0
+	}
+	return int64(math.Round(*d.MaxCostUSD * 1e6))
 }
 
 // IsEnabled is true unless enabled: false.
@@ -313,6 +326,10 @@ func (d *Definition) validate() []FieldError {
 				bad("approvals.timeout", "%q is not a positive duration such as 24h or 30m", a.Timeout)
 			}
 		}
+	}
+	// Written so that NaN is refused too.
+	if c := d.MaxCostUSD; c != nil && !(*c >= 0 && *c <= 1e6) {
+		bad("max_cost_usd", "%v must be a number of US dollars from 0 to 1000000 (0 or absent: no cap)", *c)
 	}
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {
 		bad("max_turns", "%d is outside 0..100", d.MaxTurns)

@@ -123,3 +123,39 @@ func parallelism() int {
 	}
 	return 8
 }
+
+// BenchmarkAdmitCostCap: the admission cost of a run tree's cost cap:
+// admit + settle of one call (hard mode, SQLite and PostgreSQL),
+// sequential, without a cap and with one (the call is then also charged to
+// and checked against the tree's cap counter).
+//
+//	go test -run '^$' -bench AdmitCostCap -benchtime 2000x ./internal/costs/
+func BenchmarkAdmitCostCap(b *testing.B) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		for _, capped := range []bool{false, true} {
+			name := backend + "/no-cap"
+			if capped {
+				name = backend + "/cap"
+			}
+			b.Run(name, func(b *testing.B) {
+				e := newEnv(b, envOptions{postgres: backend == "postgres"}, hardMode)
+				ctx := context.Background()
+				resp := &llm.Response{Usage: llm.Usage{InputTokens: 20, OutputTokens: 50}, UsageReported: true}
+				b.ResetTimer()
+				for i := range b.N {
+					c := call("openai", "gpt-4o-mini", "bench", 256)
+					c.Meta.CallID = fmt.Sprintf("capbench-%d", i)
+					c.Meta.RunID = "taskrun-1"
+					if capped {
+						c.Meta.CostCapMicros = 1e15
+					}
+					adm, err := e.ctrl.Admit(ctx, c)
+					if err != nil {
+						b.Fatal(err)
+					}
+					adm.Settle(ctx, resp, nil, 1)
+				}
+			})
+		}
+	}
+}

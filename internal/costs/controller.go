@@ -235,6 +235,15 @@ func (c *Controller) Admit(ctx context.Context, call *llm.Call) (llm.Admission, 
 			agent = &ap
 		}
 	}
+	// The run tree's cost cap: the tighter of the task's (the caller's) and
+	// the calling agent's max_cost_usd.
+	if a.root = rootRunID(call.Meta); a.root != "" {
+		a.capMicros = call.Meta.CostCapMicros
+		if agent != nil && agent.MaxCostMicros > 0 && (a.capMicros <= 0 || agent.MaxCostMicros < a.capMicros) {
+			a.capMicros = agent.MaxCostMicros
+		}
+		a.capMicros = max(a.capMicros, 0)
+	}
 	class := dataClass(call.Meta, agent)
 	entry := &models.LedgerEntry{
 		CallID: call.Meta.CallID, Subject: call.Meta.Subject, Workspace: call.Meta.Workspace, AgentID: call.Meta.AgentID,
@@ -340,6 +349,10 @@ type admission struct {
 	entry    *models.LedgerEntry
 	// build is the run id of a builder call (its own allowance).
 	build string
+	// root and capMicros are the call's run tree and its cost cap (0:
+	// none): the tree's counter holds spent plus reserved (capKey).
+	root      string
+	capMicros int64
 
 	price    *Price
 	estInput int64
@@ -501,10 +514,16 @@ func (a *admission) clampOutput(n int64) {
 
 // reserve writes the pending ledger row and, in soft and hard mode, takes
 // the reservation; in hard mode it fits the call into what the budgets
-// have left (clamping the output) or rejects it.
+// have left (clamping the output) or rejects it. A call with a cost cap
+// (its run tree's max_cost_usd) is also charged to the tree's counter and
+// fitted into the cap in every mode: the cap is the operator's word on one
+// task, not the workspace's governance mode.
 func (a *admission) reserve(ctx context.Context) (*Rejection, error) {
 	p := a.p
 	scopes := p.scopes(a.started, a.entry.Subject, a.entry.AgentID, a.build)
+	if a.capMicros > 0 {
+		scopes = append(scopes, capScope(a.root, a.capMicros, a.started))
+	}
 	for _, s := range scopes {
 		a.keys = append(a.keys, s.key)
 	}
@@ -514,15 +533,25 @@ func (a *admission) reserve(ctx context.Context) (*Rejection, error) {
 	worst := a.worst()
 	a.entry.ReservedMicros = worst
 	params := models.AdmitParams{Entry: a.entry, AdmissionID: a.id, WorstMicros: worst, ExpiresAt: a.started.Add(p.reservationTTL)}
-	if p.mode == ModeSoft || p.mode == ModeHard {
+	if p.mode == ModeSoft || p.mode == ModeHard || a.capMicros > 0 {
 		params.Keys = a.keys
 	}
 	var rejection *Rejection
+	var limits map[string]limit
 	if p.mode == ModeHard {
-		limits, err := a.c.limits(ctx, p, scopes, a.started)
-		if err != nil {
+		var err error
+		if limits, err = a.c.limits(ctx, p, scopes, a.started); err != nil {
 			return nil, err
 		}
+	}
+	if a.capMicros > 0 {
+		if limits == nil {
+			limits = map[string]limit{}
+		}
+		s := scopes[len(scopes)-1]
+		limits[s.key] = limit{limit: s.limit, kind: s.kind, budget: s.limit}
+	}
+	if limits != nil {
 		params.Limits = map[string]int64{}
 		for k, l := range limits {
 			params.Limits[k] = l.limit
@@ -530,14 +559,14 @@ func (a *admission) reserve(ctx context.Context) (*Rejection, error) {
 		allowance, clamped := a.maxOut, a.entry.Clamped
 		params.Fit = func(counters []models.CounterValue) (int64, bool) {
 			a.maxOut, a.entry.MaxOutputTokens, a.entry.Clamped = allowance, allowance, clamped
-			remaining, tight := int64(math.MaxInt64), limit{}
+			remaining, tight, tightCounter := int64(math.MaxInt64), limit{}, models.CounterValue{}
 			for _, cv := range counters {
 				l, ok := limits[cv.Key]
 				if !ok {
 					continue
 				}
 				if left := l.limit - cv.SpentMicros - cv.ReservedMicros; left < remaining {
-					remaining, tight = left, l
+					remaining, tight, tightCounter = left, l, cv
 				}
 			}
 			if worst <= remaining {
@@ -549,10 +578,16 @@ func (a *admission) reserve(ctx context.Context) (*Rejection, error) {
 					return a.worst(), true
 				}
 			}
-			rejection = reject(CodeBudgetExceeded, "the %s budget of $%.2f has $%.6f left, not enough for this call (up to $%.6f)",
-				budgetName(tight.kind), models.MicrosToUSD(tight.budget), models.MicrosToUSD(max(remaining, 0)), models.MicrosToUSD(worst))
+			if tight.kind == "cap" {
+				rejection = reject(CodeCostCap, "the run's cost cap (max_cost_usd) of $%.6f is reached: spent $%.6f, $%.6f reserved by calls in flight; the next call may cost up to $%.6f",
+					models.MicrosToUSD(tight.budget), models.MicrosToUSD(tightCounter.SpentMicros), models.MicrosToUSD(tightCounter.ReservedMicros), models.MicrosToUSD(worst))
+				a.entry.RejectionCode = CodeCostCap
+			} else {
+				rejection = reject(CodeBudgetExceeded, "the %s budget of $%.2f has $%.6f left, not enough for this call (up to $%.6f)",
+					budgetName(tight.kind), models.MicrosToUSD(tight.budget), models.MicrosToUSD(max(remaining, 0)), models.MicrosToUSD(worst))
+				a.entry.RejectionCode = CodeBudgetExceeded
+			}
 			rejection.Scope, rejection.Estimate = tight.kind, a.estimate()
-			a.entry.RejectionCode = CodeBudgetExceeded
 			return 0, false
 		}
 	}
@@ -661,6 +696,8 @@ func budgetName(kind string) string {
 		return "per-agent daily (costs.per_agent_daily_budget_usd)"
 	case "build":
 		return "per-build (llm.studio.max_build_cost_usd)"
+	case "cap":
+		return "run tree's cost cap (max_cost_usd)"
 	}
 	return kind
 }
@@ -739,7 +776,7 @@ func (a *admission) fail(ctx context.Context, r *Rejection, err error) error {
 	if err != nil {
 		return fmt.Errorf("cost admission of call %s: %w", a.callID, err)
 	}
-	if r.Code == CodeBudgetExceeded && r.Scope != "build_tokens" {
+	if (r.Code == CodeBudgetExceeded && r.Scope != "build_tokens") || r.Code == CodeCostCap {
 		return r // recorded by the admission transaction
 	}
 	return a.rejectEarly(ctx, r)
@@ -995,4 +1032,14 @@ func rootRunID(m llm.CallMeta) string {
 		return m.RootRunID
 	}
 	return m.RunID
+}
+
+// capScope is the counter of a run tree's cost cap: spent plus reserved
+// of every call charged to root (the tree's root run), whatever its day. A
+// counter created while the tree already spent starts from its ledger rows
+// (root_run_id).
+func capScope(root string, capMicros int64, now time.Time) budgetScope {
+	k := "cap:" + root
+	return budgetScope{key: k, kind: "cap", limit: capMicros,
+		seed: models.CounterSeed{Key: k, From: time.Unix(0, 0).UTC(), To: now.AddDate(1, 0, 0), RootRunID: root}}
 }

@@ -24,6 +24,9 @@ const (
 	CodeProviderTPM          = "provider_tpm"          // 429: llm.providers.<id>.max_tokens_per_minute
 	CodeProviderBusy         = "provider_busy"         // 429: costs.max_concurrent_per_provider
 	CodeCircuitOpen          = "circuit_open"          // 503
+	// CodeCostCap: the run tree's max_cost_usd (task or agent) has no room
+	// for the call; a durable run waits for the cap to be raised.
+	CodeCostCap = "cost_cap" // 402
 )
 
 // Sentinels: errors.Is(err, ErrBudgetExceeded) holds for a Rejection with
@@ -40,6 +43,7 @@ var (
 	ErrProviderTPM          = errors.New("provider tokens-per-minute limit reached")
 	ErrProviderBusy         = errors.New("provider concurrency limit reached")
 	ErrCircuitOpen          = errors.New("provider circuit open")
+	ErrCostCap              = errors.New("cost cap reached")
 )
 
 // codeInfo is each code's HTTP status (the ledger's rejection rows and
@@ -61,6 +65,7 @@ var codeInfo = map[string]struct {
 	CodeProviderTPM:          {http.StatusTooManyRequests, fault.KindOverloaded, ErrProviderTPM},
 	CodeProviderBusy:         {http.StatusTooManyRequests, fault.KindOverloaded, ErrProviderBusy},
 	CodeCircuitOpen:          {http.StatusServiceUnavailable, fault.KindUnavailable, ErrCircuitOpen},
+	CodeCostCap:              {http.StatusPaymentRequired, fault.KindBudget, ErrCostCap},
 }
 
 // Rejection is admission refusing a call before any provider access. The

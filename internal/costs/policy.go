@@ -26,6 +26,9 @@ type AgentPolicy struct {
 	AllowedProviders   []string
 	AllowedModels      []string
 	DataClassification string
+	// MaxCostMicros is the agent's max_cost_usd (0: none): a cap on each
+	// run tree its runs root or join, like a task's (CallMeta.CostCapMicros).
+	MaxCostMicros int64
 }
 
 // AgentLookup finds an agent's policy by id.

@@ -326,7 +326,7 @@ type ChargebackQuery struct {
 }
 
 // ChargebackDimensions are the accepted group_by values.
-var ChargebackDimensions = []string{"user", "feature", "provider", "model", "agent"}
+var ChargebackDimensions = []string{"user", "feature", "provider", "model", "agent", "root_run"}
 
 // ParseGroupBy splits a comma-separated group_by; an unknown dimension is an
 // *fault.Invalid naming it. Empty means user,feature,provider,model.

@@ -59,6 +59,10 @@ type CallMeta struct {
 	// run is its own root or the call belongs to no run. Roll-ups and the
 	// tree's cost cap group by it (issue 47).
 	RootRunID string
+	// CostCapMicros is the cost cap of the call's run tree in micro-dollars
+	// (the task's or the agent's max_cost_usd; 0: none): admission counts
+	// the tree's spent plus reserved cost against it (internal/costs).
+	CostCapMicros int64
 	// Source is one of the Source* constants.
 	Source             string
 	Trigger            string

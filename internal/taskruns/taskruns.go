@@ -213,7 +213,19 @@ func (r *Service) launch(ctx context.Context, task *models.Task, def *agentdef.D
 // refused turn again at once instead of at its next timer. It returns how
 // many runs were told; a run whose workflow is gone is skipped.
 func (r *Service) NudgeBudgetWaits(ctx context.Context) (int, error) {
-	runs, err := r.Store.RunsWaitingFor(ctx, models.WaitingForBudget)
+	return r.nudge(ctx, models.WaitingForBudget)
+}
+
+// NudgeCostCapWaits tells every run waiting for its cost cap that a cap
+// changed (a task's max_cost_usd was patched): each tries its refused turn
+// again at once, reading the cap anew. All of them, not only the patched
+// task's: a run delegated to by another (a peer) counts its root's cap.
+func (r *Service) NudgeCostCapWaits(ctx context.Context) (int, error) {
+	return r.nudge(ctx, models.WaitingForCostCap)
+}
+
+func (r *Service) nudge(ctx context.Context, waitingFor string) (int, error) {
+	runs, err := r.Store.RunsWaitingFor(ctx, waitingFor)
 	if err != nil {
 		return 0, err
 	}

@@ -138,6 +138,7 @@ const (
 	ChargebackGroupByFeature  ChargebackGroupBy = "feature"
 	ChargebackGroupByModel    ChargebackGroupBy = "model"
 	ChargebackGroupByProvider ChargebackGroupBy = "provider"
+	ChargebackGroupByRootRun  ChargebackGroupBy = "root_run"
 	ChargebackGroupByUser     ChargebackGroupBy = "user"
 )
 
@@ -151,6 +152,8 @@ func (e ChargebackGroupBy) Valid() bool {
 	case ChargebackGroupByModel:
 		return true
 	case ChargebackGroupByProvider:
+		return true
+	case ChargebackGroupByRootRun:
 		return true
 	case ChargebackGroupByUser:
 		return true
@@ -973,6 +976,7 @@ func (e RunTrigger) Valid() bool {
 const (
 	RunWaitingForApproval RunWaitingFor = "approval"
 	RunWaitingForBudget   RunWaitingFor = "budget"
+	RunWaitingForCostCap  RunWaitingFor = "cost_cap"
 )
 
 // Valid indicates whether the value is a known member of the RunWaitingFor enum.
@@ -981,6 +985,8 @@ func (e RunWaitingFor) Valid() bool {
 	case RunWaitingForApproval:
 		return true
 	case RunWaitingForBudget:
+		return true
+	case RunWaitingForCostCap:
 		return true
 	default:
 		return false
@@ -1764,8 +1770,11 @@ type ChargebackGroup struct {
 	OutputTokens        int64   `json:"output_tokens,omitempty,omitzero"`
 	Provider            string  `json:"provider,omitempty,omitzero"`
 	ReasoningTokens     int64   `json:"reasoning_tokens,omitempty,omitzero"`
-	UnknownPricedCalls  int64   `json:"unknown_priced_calls,omitempty,omitzero"`
-	User                string  `json:"user,omitempty,omitzero"`
+
+	// RootRun the run tree's root run (ledger run id; "" for calls of no run)
+	RootRun            string `json:"root_run,omitempty,omitzero"`
+	UnknownPricedCalls int64  `json:"unknown_priced_calls,omitempty,omitzero"`
+	User               string `json:"user,omitempty,omitzero"`
 }
 
 // ChargebackMetrics defines model for ChargebackMetrics.
@@ -2376,8 +2385,11 @@ type LedgerEntry struct {
 	RequestedMaxOutputTokens int64  `json:"requested_max_output_tokens,omitempty,omitzero"`
 	ReservedMicros           int64  `json:"reserved_micros,omitempty,omitzero"`
 	ResponseModel            string `json:"response_model,omitempty,omitzero"`
-	RunID                    string `json:"run_id,omitempty,omitzero"`
-	SessionID                string `json:"session_id,omitempty,omitzero"`
+
+	// RootRunID the run tree's root run (the run itself for a root run; omitted for calls of no run)
+	RootRunID string `json:"root_run_id,omitempty,omitzero"`
+	RunID     string `json:"run_id,omitempty,omitzero"`
+	SessionID string `json:"session_id,omitempty,omitzero"`
 
 	// Source chat, stream, webhook, task, scheduled, eval, builder, embedding, trigger
 	Source              string    `json:"source,omitempty,omitzero"`
@@ -2724,7 +2736,7 @@ type Run struct {
 	Trigger       RunTrigger    `json:"trigger,omitempty,omitzero"`
 	Turns         int64         `json:"turns,omitempty,omitzero"`
 
-	// WaitingFor what a waiting run waits for (omitted otherwise)
+	// WaitingFor what a waiting run waits for (omitted otherwise); cost_cap: its task's or agent's max_cost_usd (the task is in needs_review meanwhile)
 	WaitingFor RunWaitingFor `json:"waiting_for,omitempty,omitzero"`
 	WorkflowID string        `json:"workflow_id,omitempty,omitzero"`
 }
@@ -2738,7 +2750,7 @@ type RunStopReason string
 // RunTrigger defines model for Run.Trigger.
 type RunTrigger string
 
-// RunWaitingFor what a waiting run waits for (omitted otherwise)
+// RunWaitingFor what a waiting run waits for (omitted otherwise); cost_cap: its task's or agent's max_cost_usd (the task is in needs_review meanwhile)
 type RunWaitingFor string
 
 // RunList defines model for RunList.
@@ -2935,17 +2947,20 @@ type SkillTool struct {
 
 // Task defines model for Task.
 type Task struct {
-	AgentID     string       `json:"agent_id,omitempty,omitzero"`
-	CreatedAt   time.Time    `json:"created_at,omitempty,omitzero"`
-	Description string       `json:"description,omitempty,omitzero"`
-	DueAt       time.Time    `json:"due_at,omitempty,omitzero"`
-	ID          int64        `json:"id,omitempty,omitzero"`
-	Owner       string       `json:"owner,omitempty,omitzero"`
-	Priority    TaskPriority `json:"priority,omitempty,omitzero"`
-	Status      TaskStatus   `json:"status,omitempty,omitzero"`
-	Tags        []string     `json:"tags,omitempty,omitzero"`
-	Title       string       `json:"title,omitempty,omitzero"`
-	UpdatedAt   time.Time    `json:"updated_at,omitempty,omitzero"`
+	AgentID     string    `json:"agent_id,omitempty,omitzero"`
+	CreatedAt   time.Time `json:"created_at,omitempty,omitzero"`
+	Description string    `json:"description,omitempty,omitzero"`
+	DueAt       time.Time `json:"due_at,omitempty,omitzero"`
+	ID          int64     `json:"id,omitempty,omitzero"`
+
+	// MaxCostUSD cost cap of the task's runs with the runs they delegate to (null: none); docs/costs.md "Cost caps"
+	MaxCostUSD float64      `json:"max_cost_usd,omitempty,omitzero"`
+	Owner      string       `json:"owner,omitempty,omitzero"`
+	Priority   TaskPriority `json:"priority,omitempty,omitzero"`
+	Status     TaskStatus   `json:"status,omitempty,omitzero"`
+	Tags       []string     `json:"tags,omitempty,omitzero"`
+	Title      string       `json:"title,omitempty,omitzero"`
+	UpdatedAt  time.Time    `json:"updated_at,omitempty,omitzero"`
 }
 
 // TaskPriority defines model for Task.Priority.
@@ -2964,7 +2979,10 @@ type TaskFields struct {
 
 	// DueAt RFC 3339 timestamp, stored in UTC; "" or null clears it
 	DueAt string `json:"due_at,omitempty,omitzero"`
-	Owner string `json:"owner,omitempty,omitzero"`
+
+	// MaxCostUSD cost cap in US dollars of a run of the task with the runs it delegates to; 0 or null clears it; negative or not a number is 400 naming the field. Raising it resumes a run waiting for cost_cap
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty,omitzero"`
+	Owner      string  `json:"owner,omitempty,omitzero"`
 
 	// Priority case-insensitive
 	Priority TaskFieldsPriority `json:"priority,omitempty,omitzero"`
@@ -3149,8 +3167,11 @@ type PatchConfigJSONBody struct {
 
 // GetCostsCallsParams defines parameters for GetCostsCalls.
 type GetCostsCallsParams struct {
-	CallID    *string                     `form:"call_id,omitempty" json:"call_id,omitempty"`
-	RunID     *string                     `form:"run_id,omitempty" json:"run_id,omitempty"`
+	CallID *string `form:"call_id,omitempty" json:"call_id,omitempty"`
+	RunID  *string `form:"run_id,omitempty" json:"run_id,omitempty"`
+
+	// RootRunID only the calls of one run tree (its root run's ledger run id)
+	RootRunID *string                     `form:"root_run_id,omitempty" json:"root_run_id,omitempty"`
 	SessionID *string                     `form:"session_id,omitempty" json:"session_id,omitempty"`
 	AgentID   *string                     `form:"agent_id,omitempty" json:"agent_id,omitempty"`
 	Subject   *string                     `form:"subject,omitempty" json:"subject,omitempty"`
@@ -3169,7 +3190,7 @@ type GetCostsCallsParamsOutcome string
 
 // GetCostsChargebackParams defines parameters for GetCostsChargeback.
 type GetCostsChargebackParams struct {
-	// GroupBy comma-separated: user, feature, provider, model, agent
+	// GroupBy comma-separated: user, feature, provider, model, agent, root_run (the run tree: a run with the runs it delegated to)
 	GroupBy *string `form:"group_by,omitempty" json:"group_by,omitempty"`
 
 	// From RFC 3339 or YYYY-MM-DD (UTC); default start of the current UTC month
@@ -7876,6 +7897,18 @@ func NewGetCostsCallsRequest(server string, params *GetCostsCallsParams) (*http.
 		if params.RunID != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "run_id", *params.RunID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RootRunID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "root_run_id", *params.RootRunID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
