@@ -60,9 +60,16 @@ type Definition struct {
 	Approvals *Approvals `yaml:"approvals,omitempty" json:"approvals,omitempty"`
 	// Memory opts the agent into memory (memory.go): true or a block.
 	Memory *Memory `yaml:"memory,omitempty" json:"memory,omitempty"`
+	// Peers are the agents this one may delegate to (docs/teams.md): the
+	// model gets one ask_<peer> tool per peer. The registry checks them on
+	// load (peers.go): unknown ids and delegation cycles are errors.
+	Peers []string `yaml:"peers,omitempty" json:"peers,omitempty"`
 
 	// File is where the definition was read from.
 	File string `yaml:"-" json:"-"`
+	// PeersLine is the line of the peers key in File (0: none or not read
+	// from a file), for the registry's peer errors.
+	PeersLine int `yaml:"-" json:"-"`
 }
 
 // LLMSettings pick and bound the model of an agent.
@@ -219,6 +226,7 @@ func ParseWith(data []byte, file string, refs Refs) (*Definition, error) {
 		return nil, &ValidationError{Problems: []FieldError{{File: file, Msg: err.Error()}}}
 	}
 	d.File = file
+	d.PeersLine = lines["peers"]
 	if probs := append(d.validate(), d.checkRefs(refs)...); len(probs) > 0 {
 		for i := range probs {
 			probs[i].File = file
@@ -314,6 +322,7 @@ func (d *Definition) validate() []FieldError {
 			}
 		}
 	}
+	p = append(p, d.validatePeers()...)
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {
 		bad("max_turns", "%d is outside 0..100", d.MaxTurns)
 	}
