@@ -55,8 +55,8 @@ func TestPeersCheckedOnLoad(t *testing.T) {
 
 func TestPeersOwnListChecked(t *testing.T) {
 	for body, want := range map[string]string{
-		"id: a\npeers: [a]\n":        "its own peer",
-		"id: a\npeers: [b, b]\n":     "listed twice",
+		"id: a\npeers: [a]\n":       "its own peer",
+		"id: a\npeers: [b, b]\n":    "listed twice",
 		"id: a\npeers: [\"B C\"]\n": "not an agent id",
 	} {
 		_, err := Parse([]byte(body), "a.yaml")

@@ -35,6 +35,9 @@ type Preparer struct {
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
 	Log     SnapshotStore
+	// Agents describes an agent's peers for its ask_<peer> tools (nil: the
+	// tools name the peers only).
+	Agents agent.PeerLookup
 }
 
 // Request is one run to prepare.
@@ -80,7 +83,8 @@ func (e *ResolveError) Unwrap() error { return e.Err }
 // or the run log's error, unchanged.
 func (p Preparer) Prepare(ctx context.Context, req Request) (*Prepared, error) {
 	def := req.Agent
-	set, err := chat.Resolve(&p.Config.Config, p.Router, def, p.Toolbox.Tools(def), nil, req.Who)
+	tools := append(p.Toolbox.Tools(def), agent.PeerTools(def, p.Agents)...)
+	set, err := chat.Resolve(&p.Config.Config, p.Router, def, tools, nil, req.Who)
 	if err != nil {
 		return nil, &ResolveError{Err: err}
 	}
