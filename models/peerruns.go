@@ -235,3 +235,36 @@ func (s *Store) FinishPeerRun(ctx context.Context, id int64, o RunOutcome) (p *P
 	})
 	return p, applied, err
 }
+
+// WithTrees fills the runs' trees for the API: the peer runs under each
+// (Children, oldest first) and the tree's cost (TreeCostMicros). A run
+// without peer runs gets its own cost as the tree's; an active one reads
+// its own cost from the ledger so far.
+func (s *Store) WithTrees(ctx context.Context, runs []TaskRun) error {
+	ids := make([]int64, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	kids, err := s.PeerRunsOfTaskRuns(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		r := &runs[i]
+		if RunActive(r.Status) {
+			if err := s.DB.WithContext(ctx).Model(&LedgerEntry{}).Where("run_id = ?", TaskRunLedgerID(r.ID)).
+				Select("COALESCE(SUM(cost_micros), 0)").Scan(&r.CostMicros).Error; err != nil {
+				return fmt.Errorf("cost of run %d: %w", r.ID, err)
+			}
+		}
+		r.Children = kids[r.ID]
+		tree := r.CostMicros
+		if len(r.Children) > 0 {
+			if tree, err = s.TreeCostMicros(ctx, TaskRunLedgerID(r.ID)); err != nil {
+				return err
+			}
+		}
+		r.TreeCostMicros = &tree
+	}
+	return nil
+}
