@@ -63,7 +63,7 @@ func (e *durableExecutor) delegate(inv agent.ToolInvocation) (agent.ToolResult, 
 		WorkflowExecutionTimeout: PeerRunExecutionTimeout,
 		ParentClosePolicy:        enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WaitForCancellation:      true,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	})
 	r.inChild = true
 	var res PeerRunResult
