@@ -100,7 +100,7 @@ func (a *PeerActivities) PeerPrepare(ctx context.Context, in workflows.PeerPrepa
 		return refuse("%v", err)
 	}
 	prep, err := runprep.Preparer{Config: a.Config, Router: a.Router, Toolbox: a.Toolbox, Log: a.Log, Agents: a.Agents.Get}.Prepare(ctx,
-		runprep.Request{Agent: def, Who: &auth.Principal{Subject: in.Parent.Subject}, SkillInstructions: true, UserText: args.Task,
+		runprep.Request{Agent: def, Who: &auth.Principal{Subject: in.Parent.Subject}, SkillInstructions: true, Delegates: true, UserText: args.Task,
 			MemorySource: in.ChildWorkflowID})
 	var unresolved *runprep.ResolveError
 	if errors.As(err, &unresolved) {

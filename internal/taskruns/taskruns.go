@@ -91,7 +91,7 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	// The agent as resolved now is the run's snapshot, stored by content
 	// hash: a later change of the agent file never changes this run (nor a
 	// retry of it).
-	prep, err := r.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: principal, SkillInstructions: true, UserText: TaskPrompt(task),
+	prep, err := r.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: principal, SkillInstructions: true, Delegates: true, UserText: TaskPrompt(task),
 		MemorySource: fmt.Sprintf("task-%d", taskID)})
 	var unresolved *runprep.ResolveError
 	if errors.As(err, &unresolved) {
