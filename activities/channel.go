@@ -119,6 +119,7 @@ func (a *ChannelActivities) ChannelLLMTurn(ctx context.Context, in workflows.LLM
 		AgentID:   in.Run.AgentID,
 		SessionID: in.Run.SessionID,
 		RunID:     in.Run.WorkflowID,
+		RootRunID: in.Run.RootRunID,
 		Source:    llm.SourceChannel,
 		Trigger:   in.Run.Trigger,
 	})

@@ -133,6 +133,7 @@ func (a *ScheduledActivities) ScheduledLLMTurn(ctx context.Context, in workflows
 		AgentID:   in.Run.AgentID,
 		SessionID: firingSessionID(in.Run.AgentID, wid),
 		RunID:     FiringRunID(wid),
+		RootRunID: in.Run.RootRunID,
 		Source:    llm.SourceScheduled,
 		Trigger:   in.Run.Trigger,
 	})

@@ -137,6 +137,7 @@ func (a *TaskRunActivities) TaskRunLLMTurn(ctx context.Context, in workflows.LLM
 		AgentID:   in.Run.AgentID,
 		SessionID: in.Run.WorkflowID,
 		RunID:     models.TaskRunLedgerID(in.Run.RunID),
+		RootRunID: in.Run.RootRunID,
 		Source:    llm.SourceTask,
 		Trigger:   in.Run.Trigger,
 		// Read at every turn: a raised cap counts from the next turn on.

@@ -103,6 +103,7 @@ func (a *WebhookRunActivities) WebhookLLMTurn(ctx context.Context, in workflows.
 		AgentID:   in.Run.AgentID,
 		SessionID: a.sessionOf(ctx, runID),
 		RunID:     runID,
+		RootRunID: in.Run.RootRunID,
 		Source:    llm.SourceWebhook,
 		Trigger:   in.Run.Trigger,
 	})

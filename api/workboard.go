@@ -226,6 +226,9 @@ func (f *WorkboardFeature) listRuns(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := withTrees(c.UserContext(), f.Store, runs); err != nil {
+		return err
+	}
 	return c.JSON(withCursor(fiber.Map{"runs": runs, "count": total}, next))
 }
 
@@ -243,7 +246,11 @@ func (f *WorkboardFeature) getRun(c *fiber.Ctx) error {
 		return err
 	}
 	run.StalledReason = f.Runs.StallReason(c.UserContext(), run)
-	return c.JSON(run)
+	one := []models.TaskRun{*run}
+	if err := withTrees(c.UserContext(), f.Store, one); err != nil {
+		return err
+	}
+	return c.JSON(one[0])
 }
 
 func (f *WorkboardFeature) cancelRun(c *fiber.Ctx) error {
@@ -513,4 +520,15 @@ func decodeTaskFields(c *fiber.Ctx) (models.TaskFields, error) {
 		f.MaxCostUSD = &usd
 	}
 	return f, nil
+}
+
+// withTrees adds the runs' trees (peer runs and tree cost, docs/teams.md)
+// when the store keeps them.
+func withTrees(ctx context.Context, store models.WorkboardStore, runs []models.TaskRun) error {
+	if ts, ok := store.(interface {
+		WithTrees(context.Context, []models.TaskRun) error
+	}); ok {
+		return ts.WithTrees(ctx, runs)
+	}
+	return nil
 }

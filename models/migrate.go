@@ -79,6 +79,7 @@ var schemaModels = []any{
 	&MCPServer{},          // mcp.go
 	&MemoryEntry{},        // memory.go
 	&PackageInstallJob{},  // packageinstall.go
+	&PeerRun{},            // peerruns.go
 	&PriceVersion{},       // ledger.go
 	&ProviderUsageLine{},  // reconcile.go
 	&ReconciliationRun{},  // reconcile.go

@@ -183,6 +183,10 @@ type TaskRun struct {
 	// StalledReason is filled by reads of one active run from Temporal (a
 	// step failing again and again, e.g. on a full database); not stored.
 	StalledReason string `gorm:"-"`
+	// TreeCostMicros and Children are the run's tree (docs/teams.md),
+	// filled by Store.WithTrees for the API; not stored.
+	TreeCostMicros *int64    `gorm:"-"`
+	Children       []PeerRun `gorm:"-"`
 }
 
 // MarshalJSON writes the API form of a run.
@@ -192,7 +196,11 @@ func (r TaskRun) MarshalJSON() ([]byte, error) {
 		ms := r.FinishedAt.Sub(*r.StartedAt).Milliseconds()
 		duration = &ms
 	}
-	return json.Marshal(struct {
+	tree := r.CostMicros
+	if r.TreeCostMicros != nil {
+		tree = *r.TreeCostMicros
+	}
+	type base struct {
 		ID            int64      `json:"id"`
 		TaskID        int64      `json:"task_id"`
 		Attempt       int        `json:"attempt"`
@@ -217,9 +225,15 @@ func (r TaskRun) MarshalJSON() ([]byte, error) {
 		Reply         string     `json:"reply"`
 		RetryOf       *int64     `json:"retry_of,omitempty"`
 		ReusedTurns   int        `json:"reused_turns,omitempty"`
-	}{r.ID, r.TaskID, r.Attempt, r.Status, r.WaitingFor, r.StalledReason, r.AgentID, r.Trigger, r.WorkflowID, r.TemporalRunID, r.CreatedAt, r.StartedAt,
+	}
+	return json.Marshal(struct {
+		base
+		TreeCostMicros int64     `json:"tree_cost_micros"`
+		TreeCostUSD    float64   `json:"tree_cost_usd"`
+		Children       []PeerRun `json:"children,omitempty"`
+	}{base{r.ID, r.TaskID, r.Attempt, r.Status, r.WaitingFor, r.StalledReason, r.AgentID, r.Trigger, r.WorkflowID, r.TemporalRunID, r.CreatedAt, r.StartedAt,
 		r.FinishedAt, duration, r.Error, r.StopReason, r.Turns, r.InputTokens, r.OutputTokens, r.CostMicros,
-		float64(r.CostMicros) / 1e6, r.Reply, r.RetryOf, r.ReusedTurns})
+		float64(r.CostMicros) / 1e6, r.Reply, r.RetryOf, r.ReusedTurns}, tree, float64(tree) / 1e6, r.Children})
 }
 
 // Artifact is a file a run wrote, attached to the run's task.

@@ -86,6 +86,9 @@ func Activities(d Deps) []any {
 		&activities.PackageInstallActivities{Service: d.PackageInstalls},
 		// KnowledgeIngest.
 		&activities.KnowledgeActivities{Service: d.Knowledge},
+		// Delegation and PeerRun (docs/teams.md).
+		&activities.PeerActivities{Store: d.Store, Agents: agents(d.Agents), Config: cfg, Router: d.Router, Toolbox: d.Toolbox, Log: d.RunLog,
+			Events: notifier(d.Events), ArtifactsDir: artifacts, Workspace: root},
 	}
 }
 

@@ -24,6 +24,7 @@ var Workflows = []Workflow{
 	{workflows.ChannelConversationWorkflowName, workflows.ChannelConversation},
 	{workflows.ChannelTurnWorkflowName, workflows.ChannelTurn},
 	{workflows.KnowledgeIngestWorkflowName, workflows.KnowledgeIngest},
+	{workflows.PeerRunWorkflowName, workflows.PeerRun},
 }
 
 // RegisterWorkflows registers every workflow under its contract name (on a

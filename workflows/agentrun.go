@@ -76,6 +76,11 @@ type agentRun struct {
 	// localLLMTurns runs the LLM turns as local activities (CallLLM), from
 	// the run's input like localFileTools.
 	localLLMTurns bool
+
+	// delegation is set when the agent has peers (delegate.go); inChild is
+	// true while a peer run started by this run runs.
+	delegation *Delegation
+	inChild    bool
 }
 
 // errContinueAsNew stops the loop between turns so the workflow can
@@ -140,6 +145,11 @@ func (r *agentRun) runUntil(ctx workflow.Context, from *agent.Checkpoint, deadli
 		// it, and a park still going on ends first.
 		if r.parked {
 			_ = workflow.Await(ctx, func() bool { return !r.parked || loopDone.IsReady() })
+		}
+		// A peer run in flight bounds itself by this run's deadline (moved
+		// by its own parked time), which this run takes over when it ends.
+		if r.inChild {
+			_ = workflow.Await(ctx, func() bool { return !r.inChild || loopDone.IsReady() })
 		}
 		left := r.deadline.Sub(workflow.Now(ctx))
 		if ctx.Err() != nil || loopDone.IsReady() {
@@ -230,6 +240,9 @@ func (e *durableExecutor) CallTool(inv agent.ToolInvocation) (agent.ToolResult, 
 			e.nextSeq++
 			return res, nil
 		}
+	}
+	if e.isDelegation(inv.Call.Name) {
+		return e.delegate(inv)
 	}
 	in := ToolInput{Run: e.run.ref, Turn: inv.Turn, CallSeq: e.callSeq, Index: e.index, ResultSeq: e.nextSeq,
 		CallID: inv.Call.ID, Name: inv.Call.Name}

@@ -91,7 +91,7 @@ func TaskRun(ctx workflow.Context, in TaskRunInput) (*TaskRunResult, error) {
 			llmOpts: llmActivityOptions, toolOpts: toolOptions(in.ToolTimeout), continueAfter: in.ContinueAfterEvents,
 			onTurn:    func(turn int, u llm.Usage) { progress.Turns, progress.Usage = turn, progress.Usage.Add(u) },
 			approvals: in.Approvals, budgetWait: in.BudgetWait, budgetWaited: in.BudgetWaited, waitStep: ActivityTaskRunWait, reuse: in.Reuse,
-			localFileTools: in.LocalFileTools, localLLMTurns: in.LocalLLMTurns,
+			localFileTools: in.LocalFileTools, localLLMTurns: in.LocalLLMTurns, delegation: in.Delegation,
 			onWait: func(waitingFor string) {
 				progress.Status, progress.WaitingFor = models.RunRunning, waitingFor
 				if waitingFor != "" {

@@ -94,6 +94,11 @@ type TaskRunInput struct {
 	// requested before keep their LLM activities, so their histories
 	// replay.
 	LocalLLMTurns bool `json:"local_llm_turns,omitempty"`
+	// Delegation is set when the agent has peers (docs/teams.md): its
+	// ask_<peer> calls start peer runs as child workflows. Nil for runs of
+	// agents without peers and runs requested before, so their histories
+	// replay.
+	Delegation *Delegation `json:"delegation,omitempty"`
 }
 
 func (in TaskRunInput) ref() RunRef {

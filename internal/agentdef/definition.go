@@ -65,9 +65,16 @@ type Definition struct {
 	// delegates to (its run tree): the next LLM call that could pass it is
 	// refused (cost_cap) and a durable run waits (docs/costs.md, "Cost caps").
 	MaxCostUSD *float64 `yaml:"max_cost_usd,omitempty" json:"max_cost_usd,omitempty"`
+	// Peers are the agents this one may delegate to (docs/teams.md): the
+	// model gets one ask_<peer> tool per peer. The registry checks them on
+	// load (peers.go): unknown ids and delegation cycles are errors.
+	Peers []string `yaml:"peers,omitempty" json:"peers,omitempty"`
 
 	// File is where the definition was read from.
 	File string `yaml:"-" json:"-"`
+	// PeersLine is the line of the peers key in File (0: none or not read
+	// from a file), for the registry's peer errors.
+	PeersLine int `yaml:"-" json:"-"`
 }
 
 // LLMSettings pick and bound the model of an agent.
@@ -232,6 +239,7 @@ func ParseWith(data []byte, file string, refs Refs) (*Definition, error) {
 		return nil, &ValidationError{Problems: []FieldError{{File: file, Msg: err.Error()}}}
 	}
 	d.File = file
+	d.PeersLine = lines["peers"]
 	if probs := append(d.validate(), d.checkRefs(refs)...); len(probs) > 0 {
 		for i := range probs {
 			probs[i].File = file
@@ -331,6 +339,7 @@ func (d *Definition) validate() []FieldError {
 	if c := d.MaxCostUSD; c != nil && !(*c >= 0 && *c <= 1e6) {
 		bad("max_cost_usd", "%v must be a number of US dollars from 0 to 1000000 (0 or absent: no cap)", *c)
 	}
+	p = append(p, d.validatePeers()...)
 	if d.MaxTurns < 0 || d.MaxTurns > 100 {
 		bad("max_turns", "%d is outside 0..100", d.MaxTurns)
 	}

@@ -96,6 +96,12 @@ func (r *Registry) Reload() []error {
 		}
 		agents[d.ID] = d
 	}
+	// Peers are checked across files (peers.go).
+	skip, peerErrs := CheckPeers(agents)
+	for id := range skip {
+		delete(agents, id)
+	}
+	errs = append(errs, peerErrs...)
 	for _, e := range errs {
 		r.log.Warn("agent definition skipped", "err", e)
 	}

@@ -35,6 +35,9 @@ type Preparer struct {
 	Router  *llm.Router
 	Toolbox *agent.Toolbox
 	Log     SnapshotStore
+	// Agents describes an agent's peers for its ask_<peer> tools (nil: the
+	// tools name the peers only).
+	Agents agent.PeerLookup
 }
 
 // Request is one run to prepare.
@@ -48,6 +51,9 @@ type Request struct {
 	// system prompt (Toolbox.SystemPrompt). Task runs do; firings and
 	// webhook runs send the agent's system prompt as written.
 	SkillInstructions bool
+	// Delegates gives the model the agent's ask_<peer> tools: the run
+	// delegates (docs/teams.md; task runs and peer runs do).
+	Delegates bool
 	// UserText is the run's first user message.
 	UserText string
 	// MemoryUser and MemorySource scope the memory of an agent with
@@ -80,7 +86,11 @@ func (e *ResolveError) Unwrap() error { return e.Err }
 // or the run log's error, unchanged.
 func (p Preparer) Prepare(ctx context.Context, req Request) (*Prepared, error) {
 	def := req.Agent
-	set, err := chat.Resolve(&p.Config.Config, p.Router, def, p.Toolbox.Tools(def), nil, req.Who)
+	tools := p.Toolbox.Tools(def)
+	if req.Delegates {
+		tools = append(tools, agent.PeerTools(def, p.Agents)...)
+	}
+	set, err := chat.Resolve(&p.Config.Config, p.Router, def, tools, nil, req.Who)
 	if err != nil {
 		return nil, &ResolveError{Err: err}
 	}

@@ -91,7 +91,7 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 	// The agent as resolved now is the run's snapshot, stored by content
 	// hash: a later change of the agent file never changes this run (nor a
 	// retry of it).
-	prep, err := r.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: principal, SkillInstructions: true, UserText: TaskPrompt(task),
+	prep, err := r.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: principal, SkillInstructions: true, Delegates: true, UserText: TaskPrompt(task),
 		MemorySource: fmt.Sprintf("task-%d", taskID)})
 	var unresolved *runprep.ResolveError
 	if errors.As(err, &unresolved) {
@@ -111,7 +111,7 @@ func (r *Service) Start(ctx context.Context, taskID int64, trigger string) (*mod
 
 // preparer resolves and snapshots the agents of this service's runs.
 func (r *Service) preparer() runprep.Preparer {
-	return runprep.Preparer{Config: r.Config, Router: r.Router, Toolbox: r.Toolbox, Log: r.Log}
+	return runprep.Preparer{Config: r.Config, Router: r.Router, Toolbox: r.Toolbox, Log: r.Log, Agents: r.Agents.Get}
 }
 
 // enabledAgent is the agent a run of task uses: it must exist and be
@@ -154,6 +154,11 @@ func (r *Service) launch(ctx context.Context, task *models.Task, def *agentdef.D
 		DataClassification: def.LLM.DataClassification, Timeout: r.Timeout, Agent: snap.Agent.Outline(), Snapshot: run.Snapshot,
 		Approvals: workflows.PolicyOf(def.Approvals), BudgetWait: r.Config.Costs.RunBudgetWait, Reuse: reuse,
 		ToolTimeout: r.Config.Runtime.ToolTimeout, LocalFileTools: true, LocalLLMTurns: true,
+	}
+	if len(def.Peers) > 0 { // docs/teams.md: the run is the root of its tree
+		id := models.TaskRunLedgerID(run.ID)
+		in.Delegation = &workflows.Delegation{Peers: def.Peers, RunID: id, RootRunID: id, RootTaskID: taskID, RootTaskRunID: run.ID,
+			Lineage: []string{def.ID}}
 	}
 	execTimeout := workflows.TaskRunExecutionTimeout
 	if r.Timeout > 0 {

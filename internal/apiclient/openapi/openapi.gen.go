@@ -834,6 +834,36 @@ func (e PackageInstallJobStatus) Valid() bool {
 	}
 }
 
+// Defines values for PeerRunStatus.
+const (
+	PeerRunStatusCancelled PeerRunStatus = "cancelled"
+	PeerRunStatusFailed    PeerRunStatus = "failed"
+	PeerRunStatusFinished  PeerRunStatus = "finished"
+	PeerRunStatusQueued    PeerRunStatus = "queued"
+	PeerRunStatusRunning   PeerRunStatus = "running"
+	PeerRunStatusWaiting   PeerRunStatus = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the PeerRunStatus enum.
+func (e PeerRunStatus) Valid() bool {
+	switch e {
+	case PeerRunStatusCancelled:
+		return true
+	case PeerRunStatusFailed:
+		return true
+	case PeerRunStatusFinished:
+		return true
+	case PeerRunStatusQueued:
+		return true
+	case PeerRunStatusRunning:
+		return true
+	case PeerRunStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PrincipalMethod.
 const (
 	Apikey PrincipalMethod = "apikey"
@@ -2607,6 +2637,44 @@ type PackageRequirements struct {
 	Skills         []string `json:"skills,omitempty,omitzero"`
 }
 
+// PeerRun A run of a peer agent that a run delegated to (ask_<peer>), a child workflow (docs/teams.md)
+type PeerRun struct {
+	AgentID    string    `json:"agent_id,omitempty,omitzero"`
+	CostMicros int64     `json:"cost_micros,omitempty,omitzero"`
+	CostUSD    float64   `json:"cost_usd,omitempty,omitzero"`
+	CreatedAt  time.Time `json:"created_at,omitempty,omitzero"`
+
+	// Depth 1 for a peer the root asked, 2 for one that peer asked, ...
+	Depth        int64     `json:"depth,omitempty,omitzero"`
+	Error        string    `json:"error,omitempty,omitzero"`
+	FinishedAt   time.Time `json:"finished_at,omitempty,omitzero"`
+	ID           int64     `json:"id,omitempty,omitzero"`
+	InputTokens  int64     `json:"input_tokens,omitempty,omitzero"`
+	OutputTokens int64     `json:"output_tokens,omitempty,omitzero"`
+
+	// ParentRunID the delegating run's ledger run id
+	ParentRunID      string `json:"parent_run_id,omitempty,omitzero"`
+	ParentWorkflowID string `json:"parent_workflow_id,omitempty,omitzero"`
+	Reply            string `json:"reply,omitempty,omitzero"`
+
+	// RootRunID the tree root's ledger run id (cost_ledger.root_run_id of the peer's calls)
+	RootRunID string `json:"root_run_id,omitempty,omitzero"`
+
+	// RunID its ledger run id (peerrun-<id>)
+	RunID     string        `json:"run_id,omitempty,omitzero"`
+	StartedAt time.Time     `json:"started_at,omitempty,omitzero"`
+	Status    PeerRunStatus `json:"status,omitempty,omitzero"`
+
+	// Task what the parent asked
+	Task       string `json:"task,omitempty,omitzero"`
+	Turns      int64  `json:"turns,omitempty,omitzero"`
+	WaitingFor string `json:"waiting_for,omitempty,omitzero"`
+	WorkflowID string `json:"workflow_id,omitempty,omitzero"`
+}
+
+// PeerRunStatus defines model for PeerRun.Status.
+type PeerRunStatus string
+
 // PriceInfo defines model for PriceInfo.
 type PriceInfo struct {
 	CachedInputPerMtok float64 `json:"cached_input_per_mtok,omitempty,omitzero"`
@@ -2706,8 +2774,13 @@ type Run struct {
 	AgentID string `json:"agent_id,omitempty,omitzero"`
 
 	// Attempt counts the task's runs (1, 2, ...)
-	Attempt      int64     `json:"attempt,omitempty,omitzero"`
-	CostMicros   int64     `json:"cost_micros,omitempty,omitzero"`
+	Attempt int64 `json:"attempt,omitempty,omitzero"`
+
+	// Children the peer runs of the run's tree, oldest first (omitted when it delegated nothing; docs/teams.md)
+	Children   []PeerRun `json:"children,omitempty,omitzero"`
+	CostMicros int64     `json:"cost_micros,omitempty,omitzero"`
+
+	// CostUSD the run's own LLM calls (summed from the ledger; live while the run is active)
 	CostUSD      float64   `json:"cost_usd,omitempty,omitzero"`
 	CreatedAt    time.Time `json:"created_at,omitempty,omitzero"`
 	DurationMs   int64     `json:"duration_ms,omitempty,omitzero"`
@@ -2733,8 +2806,12 @@ type Run struct {
 	StopReason    RunStopReason `json:"stop_reason,omitempty,omitzero"`
 	TaskID        int64         `json:"task_id,omitempty,omitzero"`
 	TemporalRunID string        `json:"temporal_run_id,omitempty,omitzero"`
-	Trigger       RunTrigger    `json:"trigger,omitempty,omitzero"`
-	Turns         int64         `json:"turns,omitempty,omitzero"`
+
+	// TreeCostMicros the run's tree: its own cost plus that of every peer run it delegated to, however deep (docs/teams.md)
+	TreeCostMicros int64      `json:"tree_cost_micros,omitempty,omitzero"`
+	TreeCostUSD    float64    `json:"tree_cost_usd,omitempty,omitzero"`
+	Trigger        RunTrigger `json:"trigger,omitempty,omitzero"`
+	Turns          int64      `json:"turns,omitempty,omitzero"`
 
 	// WaitingFor what a waiting run waits for (omitted otherwise); cost_cap: its task's or agent's max_cost_usd (the task is in needs_review meanwhile)
 	WaitingFor RunWaitingFor `json:"waiting_for,omitempty,omitzero"`

@@ -149,11 +149,25 @@ export function openPanel(id, { agents, statuses, onChange, onDelete, onClose })
           h("span", { class: "muted" }, fmtTime(r.created_at)),
           r.turns ? h("span", {}, `${r.turns} turns`) : null,
           r.cost_usd ? h("span", {}, usd(r.cost_usd)) : null,
+          r.children && r.children.length ? h("span", { title: "the run and every peer run it delegated to (docs/teams.md)" }, `tree ${usd(r.tree_cost_usd || 0)}`) : null,
           ui ? h("a", { href: `${ui.base}/namespaces/${encodeURIComponent(ui.ns)}/workflows/${encodeURIComponent(r.workflow_id)}/${encodeURIComponent(r.temporal_run_id || "")}`,
             target: "_blank", rel: "noopener noreferrer" }, `${r.workflow_id} in Temporal`)
             : h("code", { title: "Temporal workflow id" }, r.workflow_id),
-          r.error ? h("span", { class: "error" }, r.error) : null))));
+          r.error ? h("span", { class: "error" }, r.error) : null,
+          r.children && r.children.length ? runTree(r.children) : null))));
     } catch (err) { showError(err, "Runs"); }
+  }
+
+  // runTree lists a run's peer runs (delegations, docs/teams.md),
+  // indented by depth, in the order they started.
+  function runTree(children) {
+    return h("ul", { class: "plain run-tree", "aria-label": "Delegations" }, children.map((c) =>
+      h("li", { dataset: { peerRunId: c.id, status: c.status }, style: `margin-left: ${(c.depth || 1) * 1.2}em` },
+        h("span", {}, "\u21b3 "), h("strong", {}, c.agent_id), h("span", { class: "status-" + c.status }, c.status),
+        c.turns ? h("span", {}, `${c.turns} turns`) : null,
+        h("span", {}, usd(c.cost_usd || 0)),
+        h("code", { title: "Temporal workflow id" }, c.workflow_id),
+        c.error ? h("span", { class: "error" }, c.error) : null)));
   }
 
   async function loadArtifacts() {
