@@ -23,6 +23,7 @@ import (
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/memory"
@@ -70,6 +71,10 @@ type Request struct {
 	// the stream handler assigns them first to send them as headers.
 	RunID      string
 	ResponseID string
+	// History, when not nil, is the conversation the turn continues, as the
+	// caller sent it (the OpenAI-compatible endpoint's earlier messages),
+	// instead of the session's stored one.
+	History []llm.Message
 }
 
 // NewRunIDs returns a fresh run id and response id.
@@ -130,6 +135,10 @@ func (s *Service) Prepare(ctx context.Context, req *Request) (*agentdef.Definiti
 	if !def.IsEnabled() {
 		return nil, Settings{}, fmt.Errorf("%w: %s", ErrAgentDisabled, req.AgentID)
 	}
+	if p := auth.FromContext(ctx); !p.MayUseAgent(def.ID) {
+		// auth.keys[].agents: the key is limited to other agents.
+		return nil, Settings{}, &fault.Forbidden{Code: fault.CodeForbidden, Msg: fmt.Sprintf("this key may not use agent %s", def.ID)}
+	}
 	set, err := Resolve(&s.Config.Config, s.Router, def, s.Toolbox.Tools(def), req.Overrides, auth.FromContext(ctx))
 	if err != nil {
 		return nil, Settings{}, err
@@ -174,9 +183,11 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		return nil, fmt.Errorf("waiting for the session's earlier request: %w", err)
 	}
 	defer unlock()
-	history, err := s.history(ctx, sessionID)
-	if err != nil {
-		return nil, err
+	history := req.History
+	if history == nil {
+		if history, err = s.history(ctx, sessionID); err != nil {
+			return nil, err
+		}
 	}
 	runID, responseID := req.RunID, req.ResponseID
 	if runID == "" || responseID == "" {
