@@ -39,8 +39,11 @@ type MCPServerFeature struct {
 
 // Register implements Feature; r is the authenticated /mcp group.
 func (f *MCPServerFeature) Register(r fiber.Router) {
-	r.All("/", f.serve)
-	r.All("", f.serve)
+	// The streamable-HTTP transport's methods (a stateless server answers
+	// GET and DELETE 405).
+	r.Post("", f.serve)
+	r.Get("", f.serve)
+	r.Delete("", f.serve)
 }
 
 func (f *MCPServerFeature) serve(c *fiber.Ctx) error {

@@ -34,14 +34,14 @@ auth:
     - {subject: app, key: ` + limitedKey + `, role: member, agents: [other]}
 costs:
   enforcement_mode: hard
-  per_agent_daily_budget_usd: 0.005
+  per_agent_daily_budget_usd: 0.00001
   pricing:
     openai/exact: {input_per_mtok: 0, output_per_mtok: 100, source: test, version: t1, effective_date: "2024-01-01"}
 `,
 		Agents: map[string]string{
 			"helper.yaml": "id: helper\ndescription: Answers questions about the test.\nllm: {provider: openai, model: gpt-4o-mini}\nsystem_prompt: You help.\n",
 			"other.yaml":  "id: other\ndescription: Another agent.\nllm: {provider: openai, model: gpt-4o-mini}\n",
-			// Each call reserves $0.01 (100 output tokens at $100/M): over the $0.005 agent budget.
+			// An output token costs $0.0001: the $0.00001 agent budget covers none, so every call is refused.
 			"exact.yaml":  exactAgent,
 			"exact2.yaml": "id: exact2\nllm: {provider: openai, model: exact, max_tokens: 100}\n",
 		},
