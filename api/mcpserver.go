@@ -95,7 +95,7 @@ func (f *MCPServerFeature) ask(ctx context.Context, agentID string, in askInput)
 	runID, responseID := chat.NewRunIDs()
 	req := chat.Request{AgentID: agentID, Text: in.Text, UserID: in.UserID, Username: in.UserID, Source: llm.SourceMCPServer,
 		Interactive: true, RunID: runID, ResponseID: responseID,
-		SessionID: "mcp-" + strings.TrimPrefix(runID, "run_"), CreateSession: true}
+		SessionID: "mcp-" + strings.TrimPrefix(runID, "run_"), CreateSession: true, NewSession: true}
 	reply, err := f.Chat.Chat(ctx, req, nil)
 	if err != nil {
 		msg := "internal error"

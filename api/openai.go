@@ -189,7 +189,7 @@ func (f *OpenAIFeature) parse(c *fiber.Ctx, b *oaiRequest) (chat.Request, error)
 		}
 		req.History = append(make([]llm.Message, 0, len(history)), history...)
 		req.RunID, req.ResponseID = chat.NewRunIDs()
-		req.SessionID, req.CreateSession = "oai-"+strings.TrimPrefix(req.RunID, "run_"), true
+		req.SessionID, req.CreateSession, req.NewSession = "oai-"+strings.TrimPrefix(req.RunID, "run_"), true, true
 	}
 	return req, nil
 }

@@ -59,6 +59,10 @@ type Request struct {
 	// (webhook thread and explicit session ids, scheduled firings); an
 	// existing one must still belong to the same agent and subject.
 	CreateSession bool
+	// NewSession: SessionID is a fresh server-issued id (the
+	// OpenAI-compatible endpoint's and the MCP server's session per call),
+	// so there is no stored session to look up or check.
+	NewSession bool
 	Overrides     *Overrides
 	// Source is chat, stream or webhook (the ledger's feature).
 	Source string
@@ -143,7 +147,7 @@ func (s *Service) Prepare(ctx context.Context, req *Request) (*agentdef.Definiti
 	if err != nil {
 		return nil, Settings{}, err
 	}
-	if req.SessionID != "" {
+	if req.SessionID != "" && !req.NewSession {
 		sess, err := s.Store.GetSession(ctx, req.SessionID)
 		if errors.Is(err, models.ErrNotFound) && req.CreateSession {
 			// A caller-named session (webhook thread) starts here.
