@@ -63,7 +63,7 @@ type Request struct {
 	// OpenAI-compatible endpoint's and the MCP server's session per call),
 	// so there is no stored session to look up or check.
 	NewSession bool
-	Overrides     *Overrides
+	Overrides  *Overrides
 	// Source is chat, stream or webhook (the ledger's feature).
 	Source string
 	// Metadata is stored on the action-log row (webhook include_raw).
