@@ -143,7 +143,7 @@ func (f *ChatFeature) stream(c *fiber.Ctx) error {
 	setRunHeaders(c, sessionID, req.RunID, req.ResponseID)
 	streamSSE(c, func(out sse) {
 		defer stop()
-		res, ok := run.forward(out, stop)
+		res, ok := run.forward(out, stop, func(out sse, text string) { out.Data(text) })
 		if !ok {
 			return // the client went away
 		}
@@ -202,11 +202,12 @@ func startStreamRun(ctx context.Context, svc *chat.Service, req chat.Request) *s
 	return r
 }
 
-// forward writes chunks as they come until the run ends; ok is false when
-// a write failed (the client disconnected; the run is cancelled).
-func (r *streamRun) forward(out sse, cancel func()) (res streamResult, ok bool) {
+// forward writes chunks as they come (each through emit) until the run
+// ends; ok is false when a write failed (the client disconnected; the run
+// is cancelled).
+func (r *streamRun) forward(out sse, cancel func(), emit func(sse, string)) (res streamResult, ok bool) {
 	write := func(text string) bool {
-		out.Data(text)
+		emit(out, text)
 		if err := out.Flush(); err != nil {
 			cancel()
 			return false

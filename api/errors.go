@@ -101,6 +101,11 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 			body[k] = scrub.Value(v)
 		}
 	}
+	status := apiErr.Status
+	if isOpenAIPath(c.Path()) {
+		// OpenAI's envelope, which its SDKs parse (api/openai.go).
+		status, body = openAIError(c, apiErr)
+	}
 	if apiErr.Status == fiber.StatusRequestEntityTooLarge {
 		// fasthttp closes the connection after this answer: drain the
 		// body still arriving so the client reads the 413 (api/linger.go).
@@ -113,7 +118,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		}
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
 	}
-	return c.Status(apiErr.Status).JSON(body)
+	return c.Status(status).JSON(body)
 }
 
 // maxMessage bounds the error text of an answer. Messages quote the value

@@ -57,6 +57,12 @@ type Deps struct {
 	// authentication: platform callbacks (/ingress/{channel id}), each
 	// verified by the platform's own scheme.
 	Public []Feature
+	// OpenAI registers the OpenAI-compatible routes on /v1 (outside
+	// /api/v1, behind the same authentication; errors in OpenAI's
+	// envelope). MCPServer registers the gateway's own MCP server on /mcp,
+	// behind the same authentication. Either may be nil.
+	OpenAI    Feature
+	MCPServer Feature
 	// Audit receives the audit lines (nil: runtime.audit_log is off).
 	Audit *audit.Log
 	// Console is the operator console's file tree, served at / and
@@ -133,6 +139,14 @@ func New(d Deps) *Server {
 	}
 	// Anything else under the prefix (after authentication): 404 envelope.
 	v1.Use(func(c *fiber.Ctx) error { return notFound("no such route: %s %s", c.Method(), c.Path()) })
+	if d.OpenAI != nil {
+		compat := s.app.Group(OpenAIPrefix, s.authenticate)
+		d.OpenAI.Register(compat)
+		compat.Use(func(c *fiber.Ctx) error { return notFound("no such route: %s %s", c.Method(), c.Path()) })
+	}
+	if d.MCPServer != nil {
+		d.MCPServer.Register(s.app.Group(MCPServerPath, s.authenticate))
+	}
 	return s
 }
 

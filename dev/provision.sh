@@ -125,6 +125,17 @@ tools() {
 	fi
 }
 
+# The OpenAI Node SDK of e2e/openai_compat_test.go (dev/openai-node): node
+# and npm from Debian when absent, then `npm ci` of its lockfile into
+# dev/openai-node/node_modules (the test runs it itself when missing).
+openai_node() {
+	ensure_cmd node nodejs node || return 0
+	ensure_cmd npm npm node || return 0
+	if [ ! -d dev/openai-node/node_modules/openai ]; then
+		(cd dev/openai-node && npm ci --no-audit --no-fund) || unavailable "openai (npm)" "npm ci in dev/openai-node failed"
+	fi
+}
+
 PG_BIN=""
 find_postgres() {
 	local initdb dir
@@ -327,6 +338,7 @@ without_for_testenv() {
 }
 
 phase "tools (tmux, chromium, redis)" tools
+phase "openai node sdk" openai_node
 phase "postgres binaries" postgres_binaries
 without_for_testenv
 if [ "${AGENTRY_CI_SHARED_SERVICES:-1}" = "1" ]; then

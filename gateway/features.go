@@ -53,3 +53,14 @@ func (s *Services) adminFeatures() []api.Feature {
 	}
 	return fs
 }
+
+// OpenAIFeature is the OpenAI-compatible endpoint (/v1, issue 51).
+func (s *Services) OpenAIFeature() api.Feature {
+	return &api.OpenAIFeature{Chat: s.Chat, Agents: s.Agents, Hangups: hangup.New(0)}
+}
+
+// MCPServerFeature is the gateway's MCP server (/mcp, issue 51): the
+// agents as tools.
+func (s *Services) MCPServerFeature(version string) api.Feature {
+	return &api.MCPServerFeature{Chat: s.Chat, Agents: s.Agents, Version: version}
+}

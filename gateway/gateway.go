@@ -162,6 +162,8 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 		StorageFull: g.Store.NoteStorageFull,
 		Features:    g.services.Features(),
 		Public:      g.services.PublicFeatures(),
+		OpenAI:      g.services.OpenAIFeature(),
+		MCPServer:   g.services.MCPServerFeature(opts.Version),
 		Audit:       g.audit,
 	}
 	if cfg.Server.GUIEnabled() {

@@ -78,7 +78,9 @@ func TestServicesBuildFromTheDefaultConfig(t *testing.T) {
 func TestEveryAPIFeatureIsWired(t *testing.T) {
 	s := testServices(t)
 	var wired []string
-	for _, f := range append(s.Features(), s.PublicFeatures()...) {
+	// The OpenAI-compatible endpoint (/v1) and the MCP server (/mcp) are
+	// mounted apart (api.Deps.OpenAI, MCPServer): their own authenticated groups.
+	for _, f := range append(s.Features(), append(s.PublicFeatures(), s.OpenAIFeature(), s.MCPServerFeature("test"))...) {
 		wired = append(wired, reflect.TypeOf(f).Elem().Name())
 	}
 	for _, name := range apiFeatureTypes(t) {

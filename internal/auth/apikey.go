@@ -21,6 +21,8 @@ type APIKey struct {
 	Role    string
 	// TrustUserID: see config.APIKeyConfig.TrustUserID.
 	TrustUserID bool
+	// Agents: see config.APIKeyConfig.Agents (nil: every agent).
+	Agents []string
 }
 
 // KeyAuthenticator accepts a fixed set of API keys. Keys are compared as
@@ -42,7 +44,7 @@ func NewKeyAuthenticator(keys []APIKey) *KeyAuthenticator {
 		if k.Key == "" {
 			continue
 		}
-		a.keys = append(a.keys, hashedKey{digest: sha256.Sum256([]byte(k.Key)), p: Principal{Subject: k.Subject, Role: k.Role, Method: "apikey", TrustUserID: k.TrustUserID}})
+		a.keys = append(a.keys, hashedKey{digest: sha256.Sum256([]byte(k.Key)), p: Principal{Subject: k.Subject, Role: k.Role, Method: "apikey", TrustUserID: k.TrustUserID, Agents: k.Agents}})
 	}
 	return a
 }

@@ -53,6 +53,15 @@ type Principal struct {
 	// TrustUserID: the caller's user_id names the end user for per-user
 	// limits and chargeback (auth.keys[].trust_user_id).
 	TrustUserID bool `json:"trust_user_id,omitempty"`
+	// Agents, when not nil, are the only agents the caller may run
+	// (auth.keys[].agents): chat with another is refused (403) and the
+	// OpenAI-compatible model list and the MCP tool list leave it out.
+	Agents []string `json:"agents,omitempty"`
+}
+
+// MayUseAgent reports whether the principal may run the agent.
+func (p *Principal) MayUseAgent(id string) bool {
+	return p == nil || p.Agents == nil || slices.Contains(p.Agents, id)
 }
 
 // CostSubject is the subject per-user budgets, quotas and chargeback key on:

@@ -25,7 +25,7 @@ func FromConfig(ctx context.Context, cfg *config.Config, apiKey string) (Authent
 					return nil, fmt.Errorf("auth.keys[%d].key_env: environment variable %s is empty", i, k.KeyEnv)
 				}
 			}
-			keys = append(keys, APIKey{Key: v, Subject: k.Subject, Role: k.Role, TrustUserID: k.TrustUserID})
+			keys = append(keys, APIKey{Key: v, Subject: k.Subject, Role: k.Role, TrustUserID: k.TrustUserID, Agents: agentList(k.Agents)})
 		}
 		return NewKeyAuthenticator(keys), nil
 	case "jwt":
@@ -33,6 +33,15 @@ func FromConfig(ctx context.Context, cfg *config.Config, apiKey string) (Authent
 	default:
 		return nil, fmt.Errorf("auth.mode: unknown mode %q (use apikey or jwt)", cfg.Auth.Mode)
 	}
+}
+
+// agentList is a key's agents allowlist: nil (every agent) when the key
+// names none, so a key that lists agents may use only those.
+func agentList(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids
 }
 
 func jwtOptions(cfg *config.Config) JWTOptions {

@@ -24,6 +24,7 @@ import (
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/detached"
+	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/memory"
@@ -59,7 +60,11 @@ type Request struct {
 	// (webhook thread and explicit session ids, scheduled firings); an
 	// existing one must still belong to the same agent and subject.
 	CreateSession bool
-	Overrides     *Overrides
+	// NewSession: SessionID is a fresh server-issued id (the
+	// OpenAI-compatible endpoint's and the MCP server's session per call),
+	// so there is no stored session to look up or check.
+	NewSession bool
+	Overrides  *Overrides
 	// Source is chat, stream or webhook (the ledger's feature).
 	Source string
 	// Metadata is stored on the action-log row (webhook include_raw).
@@ -71,6 +76,10 @@ type Request struct {
 	// the stream handler assigns them first to send them as headers.
 	RunID      string
 	ResponseID string
+	// History, when not nil, is the conversation the turn continues, as the
+	// caller sent it (the OpenAI-compatible endpoint's earlier messages),
+	// instead of the session's stored one.
+	History []llm.Message
 }
 
 // NewRunIDs returns a fresh run id and response id.
@@ -131,11 +140,15 @@ func (s *Service) Prepare(ctx context.Context, req *Request) (*agentdef.Definiti
 	if !def.IsEnabled() {
 		return nil, Settings{}, fmt.Errorf("%w: %s", ErrAgentDisabled, req.AgentID)
 	}
+	if p := auth.FromContext(ctx); !p.MayUseAgent(def.ID) {
+		// auth.keys[].agents: the key is limited to other agents.
+		return nil, Settings{}, &fault.Forbidden{Code: fault.CodeForbidden, Msg: fmt.Sprintf("this key may not use agent %s", def.ID)}
+	}
 	set, err := Resolve(&s.Config.Config, s.Router, def, s.Toolbox.Tools(def), req.Overrides, auth.FromContext(ctx))
 	if err != nil {
 		return nil, Settings{}, err
 	}
-	if req.SessionID != "" {
+	if req.SessionID != "" && !req.NewSession {
 		sess, err := s.Store.GetSession(ctx, req.SessionID)
 		if errors.Is(err, models.ErrNotFound) && req.CreateSession {
 			// A caller-named session (webhook thread) starts here.
@@ -175,9 +188,11 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 		return nil, fmt.Errorf("waiting for the session's earlier request: %w", err)
 	}
 	defer unlock()
-	history, err := s.history(ctx, sessionID)
-	if err != nil {
-		return nil, err
+	history := req.History
+	if history == nil {
+		if history, err = s.history(ctx, sessionID); err != nil {
+			return nil, err
+		}
 	}
 	runID, responseID := req.RunID, req.ResponseID
 	if runID == "" || responseID == "" {

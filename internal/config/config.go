@@ -336,6 +336,9 @@ type APIKeyConfig struct {
 	// application key serving many end users. Only the configuration sets
 	// it, that is an admin.
 	TrustUserID bool `yaml:"trust_user_id,omitempty"`
+	// Agents, when set, are the only agents the key may run (chat, the
+	// OpenAI-compatible endpoint, the MCP server): another answers 403.
+	Agents []string `yaml:"agents,omitempty"`
 }
 
 // JWTConfig is HS256 access tokens.

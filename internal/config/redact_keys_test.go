@@ -15,6 +15,7 @@ var shownInGetConfig = map[string]bool{
 	"auth.jwt.role_claim":                              true,
 	"auth.jwt.secret":                                  false,
 	"auth.jwt.secret_env":                              true,
+	"auth.keys[].agents":                               true,
 	"auth.keys[].key":                                  false,
 	"auth.keys[].key_env":                              true,
 	"auth.keys[].role":                                 true,

@@ -22,6 +22,7 @@ var effective = map[string][2]string{
 	"auth.jwt.role_claim":                              {"internal/auth/build.go", "RoleClaim"},
 	"auth.jwt.secret":                                  {"internal/auth/build.go", "JWT.Secret"},
 	"auth.jwt.secret_env":                              {"internal/auth/build.go", "JWT.SecretEnv"},
+	"auth.keys[].agents":                               {"internal/auth/build.go", "k.Agents"},
 	"auth.keys[].key":                                  {"internal/auth/build.go", ".Key"},
 	"auth.keys[].key_env":                              {"internal/auth/build.go", "KeyEnv"},
 	"auth.keys[].role":                                 {"internal/auth/build.go", ".Role"},

@@ -26,6 +26,11 @@ const (
 	SourceEmbedding = "embedding"
 	// SourceChannel is a messaging channel's message (Telegram, Slack ...).
 	SourceChannel = "channel"
+	// SourceOpenAI is the OpenAI-compatible POST /v1/chat/completions.
+	SourceOpenAI = "openai_compat"
+	// SourceMCPServer is a call of an agent tool on the gateway's MCP
+	// server (/mcp).
+	SourceMCPServer = "mcp_server"
 )
 
 // Call is one inference routed through the Router.

@@ -810,6 +810,75 @@ func (e MemoryEntryKind) Valid() bool {
 	}
 }
 
+// Defines values for OpenAIChatCompletionObject.
+const (
+	ChatCompletion OpenAIChatCompletionObject = "chat.completion"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatCompletionObject enum.
+func (e OpenAIChatCompletionObject) Valid() bool {
+	switch e {
+	case ChatCompletion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatRequestMessagesRole.
+const (
+	OpenAIChatRequestMessagesRoleAssistant OpenAIChatRequestMessagesRole = "assistant"
+	OpenAIChatRequestMessagesRoleDeveloper OpenAIChatRequestMessagesRole = "developer"
+	OpenAIChatRequestMessagesRoleSystem    OpenAIChatRequestMessagesRole = "system"
+	OpenAIChatRequestMessagesRoleUser      OpenAIChatRequestMessagesRole = "user"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatRequestMessagesRole enum.
+func (e OpenAIChatRequestMessagesRole) Valid() bool {
+	switch e {
+	case OpenAIChatRequestMessagesRoleAssistant:
+		return true
+	case OpenAIChatRequestMessagesRoleDeveloper:
+		return true
+	case OpenAIChatRequestMessagesRoleSystem:
+		return true
+	case OpenAIChatRequestMessagesRoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatRequestN.
+const (
+	OpenAIChatRequestNN1 OpenAIChatRequestN = 1
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatRequestN enum.
+func (e OpenAIChatRequestN) Valid() bool {
+	switch e {
+	case OpenAIChatRequestNN1:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIModelObject.
+const (
+	OpenAIModelObjectModel OpenAIModelObject = "model"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIModelObject enum.
+func (e OpenAIModelObject) Valid() bool {
+	switch e {
+	case OpenAIModelObjectModel:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PackageInstallJobStatus.
 const (
 	PackageInstallJobStatusFailed    PackageInstallJobStatus = "failed"
@@ -1392,6 +1461,21 @@ func (e GetMemoryEntriesParamsKind) Valid() bool {
 	case GetMemoryEntriesParamsKindArchive:
 		return true
 	case GetMemoryEntriesParamsKindFact:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetV1Models200JSONResponseBodyObject.
+const (
+	List GetV1Models200JSONResponseBodyObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the GetV1Models200JSONResponseBodyObject enum.
+func (e GetV1Models200JSONResponseBodyObject) Valid() bool {
+	switch e {
+	case List:
 		return true
 	default:
 		return false
@@ -2552,6 +2636,87 @@ type MemorySession struct {
 	Username  string    `json:"username,omitempty,omitzero"`
 }
 
+// OpenAIChatCompletion defines model for OpenAIChatCompletion.
+type OpenAIChatCompletion struct {
+	Choices []struct {
+		FinishReason string `json:"finish_reason,omitempty,omitzero"`
+		Index        int64  `json:"index,omitempty,omitzero"`
+		Message      struct {
+			Content string `json:"content,omitempty,omitzero"`
+			Role    string `json:"role,omitempty,omitzero"`
+		} `json:"message,omitempty,omitzero"`
+	} `json:"choices"`
+	Created int64                      `json:"created"`
+	ID      string                     `json:"id"`
+	Model   string                     `json:"model"`
+	Object  OpenAIChatCompletionObject `json:"object"`
+	Usage   struct {
+		CompletionTokens int64 `json:"completion_tokens,omitempty,omitzero"`
+		PromptTokens     int64 `json:"prompt_tokens,omitempty,omitzero"`
+		TotalTokens      int64 `json:"total_tokens,omitempty,omitzero"`
+	} `json:"usage,omitempty,omitzero"`
+}
+
+// OpenAIChatCompletionObject defines model for OpenAIChatCompletion.Object.
+type OpenAIChatCompletionObject string
+
+// OpenAIChatRequest defines model for OpenAIChatRequest.
+type OpenAIChatRequest struct {
+	MaxCompletionTokens int64 `json:"max_completion_tokens,omitempty,omitzero"`
+	MaxTokens           int64 `json:"max_tokens,omitempty,omitzero"`
+	Messages            []struct {
+		// Content a string or an array of {type: text, text} parts
+		Content interface{}                   `json:"content,omitempty,omitzero"`
+		Role    OpenAIChatRequestMessagesRole `json:"role"`
+	} `json:"messages"`
+
+	// Model agent/<id> or <id>
+	Model         string             `json:"model"`
+	N             OpenAIChatRequestN `json:"n,omitempty,omitzero"`
+	Stream        bool               `json:"stream,omitempty,omitzero"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage,omitempty,omitzero"`
+	} `json:"stream_options,omitempty,omitzero"`
+	Temperature float64 `json:"temperature,omitempty,omitzero"`
+
+	// ToolChoice auto, none, required or {type: function, function: {name}}
+	ToolChoice           interface{}            `json:"tool_choice,omitempty,omitzero"`
+	User                 string                 `json:"user,omitempty,omitzero"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// OpenAIChatRequestMessagesRole defines model for OpenAIChatRequest.Messages.Role.
+type OpenAIChatRequestMessagesRole string
+
+// OpenAIChatRequestN defines model for OpenAIChatRequest.N.
+type OpenAIChatRequestN int64
+
+// OpenAIError defines model for OpenAIError.
+type OpenAIError struct {
+	Error struct {
+		Code    string `json:"code,omitempty,omitzero"`
+		Message string `json:"message"`
+
+		// Param the parameter at fault (model, messages, messages[0].content[1].type, n ...)
+		Param string `json:"param,omitempty,omitzero"`
+
+		// Type invalid_request_error, authentication_error, permission_error, insufficient_quota, rate_limit_error, api_error
+		Type string `json:"type"`
+	} `json:"error"`
+}
+
+// OpenAIModel defines model for OpenAIModel.
+type OpenAIModel struct {
+	Created     int64             `json:"created,omitempty,omitzero"`
+	Description string            `json:"description,omitempty,omitzero"`
+	ID          string            `json:"id"`
+	Object      OpenAIModelObject `json:"object"`
+	OwnedBy     string            `json:"owned_by"`
+}
+
+// OpenAIModelObject defines model for OpenAIModel.Object.
+type OpenAIModelObject string
+
 // Overrides One-run overrides; provider and model need the admin or operator role.
 type Overrides struct {
 	// MaxTokens clamped to costs.max_output_tokens_ceiling
@@ -3357,6 +3522,9 @@ type GetLogsStreamParams struct {
 	Lines *int64 `form:"lines,omitempty" json:"lines,omitempty"`
 }
 
+// PostMCPJSONBody defines parameters for PostMCP.
+type PostMCPJSONBody map[string]interface{}
+
 // GetMemoryParams defines parameters for GetMemory.
 type GetMemoryParams struct {
 	AgentID *string `form:"agent_id,omitempty" json:"agent_id,omitempty"`
@@ -3393,6 +3561,15 @@ type PutSecretsNameJSONBody struct {
 	// Value at most 64 KiB
 	Value string `json:"value"`
 }
+
+// PostV1ChatCompletionsParams defines parameters for PostV1ChatCompletions.
+type PostV1ChatCompletionsParams struct {
+	// XAgentrySessionID continue this session (its stored conversation is the history)
+	XAgentrySessionID *string `json:"X-Agentry-Session-Id,omitempty"`
+}
+
+// GetV1Models200JSONResponseBodyObject defines parameters for GetV1Models.
+type GetV1Models200JSONResponseBodyObject string
 
 // PostWebhooksAgentIDJSONBody defines parameters for PostWebhooksAgentID.
 type PostWebhooksAgentIDJSONBody = interface{}
@@ -3495,6 +3672,9 @@ type PostKnowledgeBasesBaseIDSearchJSONRequestBody PostKnowledgeBasesBaseIDSearc
 // PostKnowledgeBasesBaseIDSourcesJSONRequestBody defines body for PostKnowledgeBasesBaseIDSources for application/json ContentType.
 type PostKnowledgeBasesBaseIDSourcesJSONRequestBody PostKnowledgeBasesBaseIDSourcesJSONBody
 
+// PostMCPJSONRequestBody defines body for PostMCP for application/json ContentType.
+type PostMCPJSONRequestBody PostMCPJSONBody
+
 // PutMCPOwnIDJSONRequestBody defines body for PutMCPOwnID for application/json ContentType.
 type PutMCPOwnIDJSONRequestBody = MCPServerSpec
 
@@ -3509,6 +3689,9 @@ type PutSecretsNameJSONRequestBody PutSecretsNameJSONBody
 
 // PostSkillsInstallJSONRequestBody defines body for PostSkillsInstall for application/json ContentType.
 type PostSkillsInstallJSONRequestBody = SkillInstallRequest
+
+// PostV1ChatCompletionsJSONRequestBody defines body for PostV1ChatCompletions for application/json ContentType.
+type PostV1ChatCompletionsJSONRequestBody = OpenAIChatRequest
 
 // PostWebhooksAgentIDJSONRequestBody defines body for PostWebhooksAgentID for application/json ContentType.
 type PostWebhooksAgentIDJSONRequestBody = PostWebhooksAgentIDJSONBody
@@ -3801,6 +3984,191 @@ func (a Error) MarshalJSON() ([]byte, error) {
 	object["trace_id"], err = json.Marshal(a.TraceID)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'trace_id': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for OpenAIChatRequest. Returns the specified
+// element and whether it was found
+func (a OpenAIChatRequest) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for OpenAIChatRequest
+func (a *OpenAIChatRequest) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for OpenAIChatRequest to handle AdditionalProperties
+func (a *OpenAIChatRequest) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["max_completion_tokens"]; found {
+		err = json.Unmarshal(raw, &a.MaxCompletionTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'max_completion_tokens': %w", err)
+		}
+		delete(object, "max_completion_tokens")
+	}
+
+	if raw, found := object["max_tokens"]; found {
+		err = json.Unmarshal(raw, &a.MaxTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'max_tokens': %w", err)
+		}
+		delete(object, "max_tokens")
+	}
+
+	if raw, found := object["messages"]; found {
+		err = json.Unmarshal(raw, &a.Messages)
+		if err != nil {
+			return fmt.Errorf("error reading 'messages': %w", err)
+		}
+		delete(object, "messages")
+	}
+
+	if raw, found := object["model"]; found {
+		err = json.Unmarshal(raw, &a.Model)
+		if err != nil {
+			return fmt.Errorf("error reading 'model': %w", err)
+		}
+		delete(object, "model")
+	}
+
+	if raw, found := object["n"]; found {
+		err = json.Unmarshal(raw, &a.N)
+		if err != nil {
+			return fmt.Errorf("error reading 'n': %w", err)
+		}
+		delete(object, "n")
+	}
+
+	if raw, found := object["stream"]; found {
+		err = json.Unmarshal(raw, &a.Stream)
+		if err != nil {
+			return fmt.Errorf("error reading 'stream': %w", err)
+		}
+		delete(object, "stream")
+	}
+
+	if raw, found := object["stream_options"]; found {
+		err = json.Unmarshal(raw, &a.StreamOptions)
+		if err != nil {
+			return fmt.Errorf("error reading 'stream_options': %w", err)
+		}
+		delete(object, "stream_options")
+	}
+
+	if raw, found := object["temperature"]; found {
+		err = json.Unmarshal(raw, &a.Temperature)
+		if err != nil {
+			return fmt.Errorf("error reading 'temperature': %w", err)
+		}
+		delete(object, "temperature")
+	}
+
+	if raw, found := object["tool_choice"]; found {
+		err = json.Unmarshal(raw, &a.ToolChoice)
+		if err != nil {
+			return fmt.Errorf("error reading 'tool_choice': %w", err)
+		}
+		delete(object, "tool_choice")
+	}
+
+	if raw, found := object["user"]; found {
+		err = json.Unmarshal(raw, &a.User)
+		if err != nil {
+			return fmt.Errorf("error reading 'user': %w", err)
+		}
+		delete(object, "user")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for OpenAIChatRequest to handle AdditionalProperties
+func (a OpenAIChatRequest) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["max_completion_tokens"], err = json.Marshal(a.MaxCompletionTokens)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'max_completion_tokens': %w", err)
+	}
+
+	object["max_tokens"], err = json.Marshal(a.MaxTokens)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'max_tokens': %w", err)
+	}
+
+	if a.Messages != nil {
+		object["messages"], err = json.Marshal(a.Messages)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'messages': %w", err)
+		}
+	}
+
+	object["model"], err = json.Marshal(a.Model)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'model': %w", err)
+	}
+
+	object["n"], err = json.Marshal(a.N)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'n': %w", err)
+	}
+
+	object["stream"], err = json.Marshal(a.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'stream': %w", err)
+	}
+
+	object["stream_options"], err = json.Marshal(a.StreamOptions)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'stream_options': %w", err)
+	}
+
+	object["temperature"], err = json.Marshal(a.Temperature)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'temperature': %w", err)
+	}
+
+	object["tool_choice"], err = json.Marshal(a.ToolChoice)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'tool_choice': %w", err)
+	}
+
+	object["user"], err = json.Marshal(a.User)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'user': %w", err)
 	}
 
 	for fieldName, field := range a.AdditionalProperties {
@@ -4367,6 +4735,38 @@ type ClientInterface interface {
 	// Corresponds with GET /logs/stream (the `GetLogsStream` operationId).
 	GetLogsStream(ctx context.Context, params *GetLogsStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeleteMCP MCP session end: not offered by the stateless server (405)
+	//
+	// Corresponds with DELETE /mcp (the `DeleteMCP` operationId).
+	DeleteMCP(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMCP MCP standalone stream: not offered by the stateless server (405)
+	//
+	// Corresponds with GET /mcp (the `GetMCP` operationId).
+	GetMCP(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostMCPWithBody The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+	//
+	// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+	// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+	// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /mcp (the `PostMCP` operationId).
+	PostMCPWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostMCP The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+	//
+	// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+	// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+	// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /mcp (the `PostMCP` operationId).
+	PostMCP(ctx context.Context, body PostMCPJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMCPOwn MCP servers (config and API) with status and tool names (admin; header/env values never returned)
 	//
 	// Corresponds with GET /mcp/own (the `GetMCPOwn` operationId).
@@ -4531,6 +4931,45 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /skills/{name} (the `GetSkillsName` operationId).
 	GetSkillsName(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostV1ChatCompletionsWithBody OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+	//
+	// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+	// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+	// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+	// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+	// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+	// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+	// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+	// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+	PostV1ChatCompletionsWithBody(ctx context.Context, params *PostV1ChatCompletionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostV1ChatCompletions OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+	//
+	// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+	// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+	// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+	// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+	// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+	// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+	// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+	// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+	PostV1ChatCompletions(ctx context.Context, params *PostV1ChatCompletionsParams, body PostV1ChatCompletionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetV1Models The agents the key may use, as OpenAI models (agent/<id>)
+	//
+	// Enabled agents allowed by auth.keys[].agents. GET /v1/models/{model} answers one of them (404 model_not_found otherwise).
+	//
+	// Corresponds with GET /v1/models (the `GetV1Models` operationId).
+	GetV1Models(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostWebhooksAgentIDWithBody Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 	//
@@ -5868,6 +6307,78 @@ func (c *Client) GetLogsStream(ctx context.Context, params *GetLogsStreamParams,
 	return c.Client.Do(req)
 }
 
+// DeleteMCP MCP session end: not offered by the stateless server (405)
+//
+// Corresponds with DELETE /mcp (the `DeleteMCP` operationId).
+func (c *Client) DeleteMCP(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteMCPRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMCP MCP standalone stream: not offered by the stateless server (405)
+//
+// Corresponds with GET /mcp (the `GetMCP` operationId).
+func (c *Client) GetMCP(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMCPRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostMCPWithBody The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+//
+// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /mcp (the `PostMCP` operationId).
+func (c *Client) PostMCPWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostMCPRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostMCP The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+//
+// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /mcp (the `PostMCP` operationId).
+func (c *Client) PostMCP(ctx context.Context, body PostMCPJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostMCPRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetMCPOwn MCP servers (config and API) with status and tool names (admin; header/env values never returned)
 //
 // Corresponds with GET /mcp/own (the `GetMCPOwn` operationId).
@@ -6293,6 +6804,75 @@ func (c *Client) PostSkillsRescan(ctx context.Context, reqEditors ...RequestEdit
 // Corresponds with GET /skills/{name} (the `GetSkillsName` operationId).
 func (c *Client) GetSkillsName(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSkillsNameRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostV1ChatCompletionsWithBody OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+//
+// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+func (c *Client) PostV1ChatCompletionsWithBody(ctx context.Context, params *PostV1ChatCompletionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV1ChatCompletionsRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostV1ChatCompletions OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+//
+// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+func (c *Client) PostV1ChatCompletions(ctx context.Context, params *PostV1ChatCompletionsParams, body PostV1ChatCompletionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV1ChatCompletionsRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetV1Models The agents the key may use, as OpenAI models (agent/<id>)
+//
+// Enabled agents allowed by auth.keys[].agents. GET /v1/models/{model} answers one of them (404 model_not_found otherwise).
+//
+// Corresponds with GET /v1/models (the `GetV1Models` operationId).
+func (c *Client) GetV1Models(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetV1ModelsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -9205,6 +9785,100 @@ func NewGetLogsStreamRequest(server string, params *GetLogsStreamParams) (*http.
 	return req, nil
 }
 
+// NewDeleteMCPRequest constructs an http.Request for the DeleteMCP method
+func NewDeleteMCPRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/mcp")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMCPRequest constructs an http.Request for the GetMCP method
+func NewGetMCPRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/mcp")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostMCPRequest calls the generic PostMCP builder with application/json body
+func NewPostMCPRequest(server string, body PostMCPJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostMCPRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostMCPRequestWithBody constructs an http.Request for the PostMCP method, with any body, and a specified content type
+func NewPostMCPRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/mcp")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetMCPOwnRequest constructs an http.Request for the GetMCPOwn method
 func NewGetMCPOwnRequest(server string) (*http.Request, error) {
 	var err error
@@ -10027,6 +10701,88 @@ func NewGetSkillsNameRequest(server string, name string) (*http.Request, error) 
 	}
 
 	operationPath := fmt.Sprintf("/skills/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostV1ChatCompletionsRequest calls the generic PostV1ChatCompletions builder with application/json body
+func NewPostV1ChatCompletionsRequest(server string, params *PostV1ChatCompletionsParams, body PostV1ChatCompletionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostV1ChatCompletionsRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPostV1ChatCompletionsRequestWithBody constructs an http.Request for the PostV1ChatCompletions method, with any body, and a specified content type
+func NewPostV1ChatCompletionsRequestWithBody(server string, params *PostV1ChatCompletionsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/chat/completions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XAgentrySessionID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentry-Session-Id", *params.XAgentrySessionID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentry-Session-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetV1ModelsRequest constructs an http.Request for the GetV1Models method
+func NewGetV1ModelsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/models")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -11540,6 +12296,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /logs/stream (the `GetLogsStream` operationId).
 	GetLogsStreamWithResponse(ctx context.Context, params *GetLogsStreamParams, reqEditors ...RequestEditorFn) (*GetLogsStreamResponse, error)
 
+	// DeleteMCPWithResponse MCP session end: not offered by the stateless server (405)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /mcp (the `DeleteMCP` operationId).
+	DeleteMCPWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DeleteMCPResponse, error)
+
+	// GetMCPWithResponse MCP standalone stream: not offered by the stateless server (405)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /mcp (the `GetMCP` operationId).
+	GetMCPWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMCPResponse, error)
+
+	// PostMCPWithBodyWithResponse The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+	//
+	// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+	// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+	// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /mcp (the `PostMCP` operationId).
+	PostMCPWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostMCPResponse, error)
+
+	// PostMCPWithResponse The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+	//
+	// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+	// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+	// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /mcp (the `PostMCP` operationId).
+	PostMCPWithResponse(ctx context.Context, body PostMCPJSONRequestBody, reqEditors ...RequestEditorFn) (*PostMCPResponse, error)
+
 	// GetMCPOwnWithResponse MCP servers (config and API) with status and tool names (admin; header/env values never returned)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -11738,6 +12530,47 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /skills/{name} (the `GetSkillsName` operationId).
 	GetSkillsNameWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetSkillsNameResponse, error)
+
+	// PostV1ChatCompletionsWithBodyWithResponse OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+	//
+	// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+	// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+	// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+	// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+	// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+	// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+	// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+	// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+	PostV1ChatCompletionsWithBodyWithResponse(ctx context.Context, params *PostV1ChatCompletionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV1ChatCompletionsResponse, error)
+
+	// PostV1ChatCompletionsWithResponse OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+	//
+	// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+	// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+	// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+	// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+	// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+	// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+	// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+	// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+	PostV1ChatCompletionsWithResponse(ctx context.Context, params *PostV1ChatCompletionsParams, body PostV1ChatCompletionsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV1ChatCompletionsResponse, error)
+
+	// GetV1ModelsWithResponse The agents the key may use, as OpenAI models (agent/<id>)
+	//
+	// Enabled agents allowed by auth.keys[].agents. GET /v1/models/{model} answers one of them (404 model_not_found otherwise).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/models (the `GetV1Models` operationId).
+	GetV1ModelsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetV1ModelsResponse, error)
 
 	// PostWebhooksAgentIDWithBodyWithResponse Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 	//
@@ -15195,6 +16028,136 @@ func (r GetLogsStreamResponse) ContentType() string {
 	return ""
 }
 
+type DeleteMCPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteMCPResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteMCPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteMCPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteMCPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteMCPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetMCPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetMCPResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMCPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMCPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMCPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMCPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostMCPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostMCPResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostMCPResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r PostMCPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostMCPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostMCPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostMCPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetMCPOwnResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16376,6 +17339,166 @@ func (r GetSkillsNameResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetSkillsNameResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostV1ChatCompletionsResponse200Headers the declared response headers of an HTTP 200 response for PostV1ChatCompletions
+type PostV1ChatCompletionsResponse200Headers struct {
+	XAgentryResponseID string
+	XAgentryRunID      string
+	XAgentrySessionID  string
+}
+
+type PostV1ChatCompletionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIChatCompletion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OpenAIError
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIError
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *OpenAIError
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIError
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIError
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *OpenAIError
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIError
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *OpenAIError
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PostV1ChatCompletionsResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON200() *OpenAIChatCompletion {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON400() *OpenAIError {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON401() *OpenAIError {
+	return r.JSON401
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON402() *OpenAIError {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON403() *OpenAIError {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON404() *OpenAIError {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON409() *OpenAIError {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON429() *OpenAIError {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostV1ChatCompletionsResponse) GetJSON502() *OpenAIError {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostV1ChatCompletionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostV1ChatCompletionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostV1ChatCompletionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostV1ChatCompletionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetV1ModelsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Data   []OpenAIModel                        `json:"data"`
+		Object GetV1Models200JSONResponseBodyObject `json:"object"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetV1ModelsResponse) GetJSON200() *struct {
+	Data   []OpenAIModel                        `json:"data"`
+	Object GetV1Models200JSONResponseBodyObject `json:"object"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetV1ModelsResponse) GetJSON401() *OpenAIError {
+	return r.JSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r GetV1ModelsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetV1ModelsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetV1ModelsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetV1ModelsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -18646,6 +19769,66 @@ func (c *ClientWithResponses) GetLogsStreamWithResponse(ctx context.Context, par
 	return ParseGetLogsStreamResponse(rsp)
 }
 
+// DeleteMCPWithResponse MCP session end: not offered by the stateless server (405)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /mcp (the `DeleteMCP` operationId).
+func (c *ClientWithResponses) DeleteMCPWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DeleteMCPResponse, error) {
+	rsp, err := c.DeleteMCP(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteMCPResponse(rsp)
+}
+
+// GetMCPWithResponse MCP standalone stream: not offered by the stateless server (405)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /mcp (the `GetMCP` operationId).
+func (c *ClientWithResponses) GetMCPWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMCPResponse, error) {
+	rsp, err := c.GetMCP(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMCPResponse(rsp)
+}
+
+// PostMCPWithBodyWithResponse The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+//
+// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /mcp (the `PostMCP` operationId).
+func (c *ClientWithResponses) PostMCPWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostMCPResponse, error) {
+	rsp, err := c.PostMCPWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostMCPResponse(rsp)
+}
+
+// PostMCPWithResponse The gateway's MCP server (streamable HTTP, stateless, JSON responses)
+//
+// JSON-RPC of the Model Context Protocol (docs/mcp.md, "Agents as MCP tools"): tools/list lists
+// `ask_<agent>` {text, user_id?} for each enabled agent the key may use; tools/call runs the agent
+// through the chat path (ledger source mcp_server). Same keys as /api/v1 (401 without).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /mcp (the `PostMCP` operationId).
+func (c *ClientWithResponses) PostMCPWithResponse(ctx context.Context, body PostMCPJSONRequestBody, reqEditors ...RequestEditorFn) (*PostMCPResponse, error) {
+	rsp, err := c.PostMCP(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostMCPResponse(rsp)
+}
+
 // GetMCPOwnWithResponse MCP servers (config and API) with status and tool names (admin; header/env values never returned)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -19005,6 +20188,65 @@ func (c *ClientWithResponses) GetSkillsNameWithResponse(ctx context.Context, nam
 		return nil, err
 	}
 	return ParseGetSkillsNameResponse(rsp)
+}
+
+// PostV1ChatCompletionsWithBodyWithResponse OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+//
+// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+func (c *ClientWithResponses) PostV1ChatCompletionsWithBodyWithResponse(ctx context.Context, params *PostV1ChatCompletionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV1ChatCompletionsResponse, error) {
+	rsp, err := c.PostV1ChatCompletionsWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostV1ChatCompletionsResponse(rsp)
+}
+
+// PostV1ChatCompletionsWithResponse OpenAI-compatible chat completion with an agent (outside /api/v1, same keys)
+//
+// The OpenAI Chat Completions protocol in front of the agents (docs/openai-compat.md): `model`
+// is `agent/<id>` or `<id>`, the last user message is the text, `user` the user_id; earlier
+// turns are sent as given (a new session per call) unless the `X-Agentry-Session-Id` header
+// continues a stored session. `temperature`, `max_tokens`/`max_completion_tokens` and
+// `tool_choice` are the one-run overrides. Same path as POST /api/v1/chat (admission,
+// budgets, ledger with source openai_compat). `stream: true` answers `chat.completion.chunk`
+// events, a usage chunk with `stream_options.include_usage`, then `data: [DONE]`.
+// Errors use OpenAI's envelope `{"error": {"message", "type", "param", "code"}}`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/chat/completions (the `PostV1ChatCompletions` operationId).
+func (c *ClientWithResponses) PostV1ChatCompletionsWithResponse(ctx context.Context, params *PostV1ChatCompletionsParams, body PostV1ChatCompletionsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV1ChatCompletionsResponse, error) {
+	rsp, err := c.PostV1ChatCompletions(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostV1ChatCompletionsResponse(rsp)
+}
+
+// GetV1ModelsWithResponse The agents the key may use, as OpenAI models (agent/<id>)
+//
+// Enabled agents allowed by auth.keys[].agents. GET /v1/models/{model} answers one of them (404 model_not_found otherwise).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/models (the `GetV1Models` operationId).
+func (c *ClientWithResponses) GetV1ModelsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetV1ModelsResponse, error) {
+	rsp, err := c.GetV1Models(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetV1ModelsResponse(rsp)
 }
 
 // PostWebhooksAgentIDWithBodyWithResponse Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
@@ -21791,6 +23033,97 @@ func ParseGetLogsStreamResponse(rsp *http.Response) (*GetLogsStreamResponse, err
 	return response, nil
 }
 
+// ParseDeleteMCPResponse parses an HTTP response from a DeleteMCPWithResponse call
+func ParseDeleteMCPResponse(rsp *http.Response) (*DeleteMCPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteMCPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case rsp.StatusCode == 405:
+		break // No content-type
+
+	}
+
+	return response, nil
+}
+
+// ParseGetMCPResponse parses an HTTP response from a GetMCPWithResponse call
+func ParseGetMCPResponse(rsp *http.Response) (*GetMCPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMCPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case rsp.StatusCode == 405:
+		break // No content-type
+
+	}
+
+	return response, nil
+}
+
+// ParsePostMCPResponse parses an HTTP response from a PostMCPWithResponse call
+func ParsePostMCPResponse(rsp *http.Response) (*PostMCPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostMCPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetMCPOwnResponse parses an HTTP response from a GetMCPOwnWithResponse call
 func ParseGetMCPOwnResponse(rsp *http.Response) (*GetMCPOwnResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -22648,6 +23981,154 @@ func ParseGetSkillsNameResponse(rsp *http.Response) (*GetSkillsNameResponse, err
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostV1ChatCompletionsResponse parses an HTTP response from a PostV1ChatCompletionsWithResponse call
+func ParsePostV1ChatCompletionsResponse(rsp *http.Response) (*PostV1ChatCompletionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostV1ChatCompletionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIChatCompletion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PostV1ChatCompletionsResponse200Headers
+		if values := rsp.Header.Values("X-Agentry-Response-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Agentry-Response-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAgentryResponseID = value
+		}
+		if values := rsp.Header.Values("X-Agentry-Run-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Agentry-Run-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAgentryRunID = value
+		}
+		if values := rsp.Header.Values("X-Agentry-Session-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Agentry-Session-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAgentrySessionID = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetV1ModelsResponse parses an HTTP response from a GetV1ModelsWithResponse call
+func ParseGetV1ModelsResponse(rsp *http.Response) (*GetV1ModelsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetV1ModelsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Data   []OpenAIModel                        `json:"data"`
+			Object GetV1Models200JSONResponseBodyObject `json:"object"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
 
 	}
 
