@@ -3,9 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/agentryhq/agentry/activities"
 	"github.com/agentryhq/agentry/dev/fakellm"
 	"github.com/agentryhq/agentry/dev/gatewaytest"
+	"github.com/agentryhq/agentry/models"
 )
 
 // TestChatDelegationInProcess: in chat an agent with peers delegates in
@@ -78,5 +81,51 @@ func TestChatDelegationInProcess(t *testing.T) {
 	r = g.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "c0", "text": "Ask the disabled one", "session_id": r.JSON["session_id"]})
 	if r.Status != 200 || r.JSON["reply"] != "Saw disabled." || fake.CallCount() != 10 {
 		t.Fatalf("disabled peer: %d %s (provider calls %d)", r.Status, r.Raw, fake.CallCount())
+	}
+}
+
+// TestFiringDelegatesToPeer: a scheduled agent with peers delegates from
+// its firing as a task run does: the peer runs as a child workflow (a
+// peer run recorded under the firing), its answer is the firing's tool
+// result, and the tree's ledger rows carry the firing's run id as root.
+func TestFiringDelegatesToPeer(t *testing.T) {
+	fake := startFake(t)
+	u := &fakellm.Usage{InputTokens: 10, OutputTokens: 100}
+	fake.Script(
+		fakellm.Rule{Contains: "Facts FR1.", Reply: "Firing report done.", Usage: u},
+		fakellm.Rule{Contains: "Find facts FR1", Reply: "Facts FR1.", Usage: u},
+		fakellm.Rule{Contains: "Firing report please", Usage: u,
+			ToolCalls: []fakellm.ToolCall{fakellm.NewToolCall("ask_fr", map[string]string{"task": "Find facts FR1"})}},
+	)
+	g := gatewaytest.Start(t, gatewaytest.Options{Fake: fake, Config: teamConfig, Agents: map[string]string{
+		"fl.yaml": "id: fl\ntrigger: cron\nllm: {provider: openai, model: exact}\npeers: [fr]\nmax_turns: 4\n" +
+			"schedule: {cron: \"0 0 1 1 *\", prompt: Firing report please}\n",
+		"fr.yaml": "id: fr\ndescription: finds facts\nllm: {provider: openai, model: exact}\nmax_turns: 2\n",
+	}})
+	deleteScheduleAfter(t, gatewaytest.SharedTemporal(t), g.Config.Temporal.TaskQueue+":schedule:fl")
+	tr := g.Do("POST", "/api/v1/schedules/fl/trigger", nil)
+	wid, _ := tr.JSON["workflow_id"].(string)
+	if tr.Status != 202 || wid == "" {
+		t.Fatalf("trigger: %d %s", tr.Status, tr.Raw)
+	}
+	var run models.ScheduleRun
+	waitUntil(t, 30*time.Second, "the firing", func() bool {
+		return g.Store.DB.First(&run, "workflow_id = ?", wid).Error == nil && run.Status != "running"
+	})
+	if run.Status != "succeeded" {
+		t.Fatalf("firing %+v", run)
+	}
+	root := activities.FiringRunID(wid)
+	var peers []models.PeerRun
+	if err := g.Store.DB.Find(&peers, "root_run_id = ?", root).Error; err != nil || len(peers) != 1 ||
+		peers[0].AgentID != "fr" || peers[0].Status != "finished" || peers[0].Reply != "Facts FR1." || peers[0].ParentWorkflowID != wid {
+		t.Fatalf("peer runs of the firing: %+v %v", peers, err)
+	}
+	per := map[string]int{}
+	for _, c := range ledger(t, g, "root_run_id="+root) {
+		per[c.RunID]++
+	}
+	if per[root] != 2 || per[peers[0].LedgerID()] != 1 || len(per) != 2 || fake.CallCount() != 3 {
+		t.Fatalf("tree ledger rows by run: %v (provider calls %d)", per, fake.CallCount())
 	}
 }
