@@ -90,7 +90,9 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 		}
 	}
 	who := &auth.Principal{Subject: ScheduledSubject(def.ID), Role: auth.RoleMember, Method: "schedule"}
-	prep, err := a.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: who, UserText: prompt(def, at)})
+	// Delegates: an agent with peers gets its ask_<peer> tools, and the
+	// firing is the root of its delegation tree (docs/teams.md).
+	prep, err := a.preparer().Prepare(ctx, runprep.Request{Agent: def, Who: who, UserText: prompt(def, at), Delegates: true})
 	var unresolved *runprep.ResolveError
 	if errors.As(err, &unresolved) {
 		return skip("agent %s cannot run: %v", def.ID, unresolved.Err)
@@ -99,8 +101,14 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 		return nil, err
 	}
 	snap, sha := prep.Snapshot, prep.SHA
+	var delegation *workflows.Delegation
+	if len(def.Peers) > 0 {
+		id := FiringRunID(wid)
+		delegation = &workflows.Delegation{Peers: def.Peers, RunID: id, RootRunID: id, Lineage: []string{def.ID}}
+	}
 	return &workflows.ScheduledPrepared{
-		Status: models.ScheduleRunRunning,
+		Delegation: delegation,
+		Status:     models.ScheduleRunRunning,
 		Run: workflows.RunRef{WorkflowID: wid, Attempt: 1, AgentID: def.ID, Trigger: in.Trigger, Subject: who.Subject,
 			DataClassification: def.LLM.DataClassification, Snapshot: sha, ScheduleID: in.ScheduleID},
 		Agent:       snap.Agent.Outline(),
@@ -116,7 +124,11 @@ func (a *ScheduledActivities) prepare(ctx context.Context, in workflows.Schedule
 
 // preparer resolves and snapshots the agents of firings.
 func (a *ScheduledActivities) preparer() runprep.Preparer {
-	return runprep.Preparer{Config: a.Config, Router: a.Router, Toolbox: a.Toolbox, Log: a.Log}
+	p := runprep.Preparer{Config: a.Config, Router: a.Router, Toolbox: a.Toolbox, Log: a.Log}
+	if a.Agents != nil {
+		p.Agents = a.Agents.Get // the peers' descriptions of ask_<peer>
+	}
+	return p
 }
 
 // ScheduledLLMTurn is one LLM turn of a firing, through the router (cost

@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentryhq/agentry/internal/agent"
-	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/auth"
 	"github.com/agentryhq/agentry/internal/config"
 	"github.com/agentryhq/agentry/internal/llm"
@@ -71,34 +68,17 @@ func (a *PeerActivities) PeerPrepare(ctx context.Context, in workflows.PeerPrepa
 		return &workflows.PeerPrepared{Refused: &res}, nil
 	}
 	d := in.Delegation
-	peer, _ := agentdef.PeerOfTool(call.Name)
 	maxDepth, maxChildren := d.Limits()
-	parentAgent := in.Parent.AgentID
-	switch {
-	case !slices.Contains(d.Peers, peer):
-		return refuse("%s is not a peer of agent %s (its peers: %s)", peer, parentAgent, strings.Join(d.Peers, ", "))
-	case slices.Contains(d.Lineage, peer):
-		return refuse("delegation cycle: %s -> %s; %s is already working on this task tree", strings.Join(d.Lineage, " -> "), peer, peer)
-	case d.Depth+1 > maxDepth:
-		return refuse("delegation depth limit reached (%d): %s cannot delegate further; do the work yourself", maxDepth, parentAgent)
-	case d.Started >= maxChildren:
-		return refuse("delegation limit reached: a run may start at most %d peer runs", maxChildren)
-	}
-	var def *agentdef.Definition
-	ok := false
+	var lookup agent.PeerLookup
 	if a.Agents != nil {
-		def, ok = a.Agents.Get(peer)
+		lookup = a.Agents.Get
 	}
-	if !ok {
-		return refuse("peer agent %s does not exist", peer)
-	}
-	if !def.IsEnabled() {
-		return refuse("peer agent %s is disabled", peer)
-	}
-	args, err := agent.DecodePeerArgs(call.Arguments)
+	def, args, err := agent.CheckPeerCall(agent.Delegating{AgentID: in.Parent.AgentID, Peers: d.Peers, Lineage: d.Lineage,
+		Depth: d.Depth, MaxDepth: maxDepth, Started: d.Started, MaxChildren: maxChildren}, call.Name, call.Arguments, lookup)
 	if err != nil {
 		return refuse("%v", err)
 	}
+	peer := def.ID
 	prep, err := runprep.Preparer{Config: a.Config, Router: a.Router, Toolbox: a.Toolbox, Log: a.Log, Agents: a.Agents.Get}.Prepare(ctx,
 		runprep.Request{Agent: def, Who: &auth.Principal{Subject: in.Parent.Subject}, SkillInstructions: true, Delegates: true, UserText: args.Task,
 			MemorySource: in.ChildWorkflowID})

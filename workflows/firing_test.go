@@ -39,11 +39,20 @@ var preparedRun = workflows.ScheduledPrepared{Status: models.ScheduleRunRunning,
 	Agent: agent.Input{Provider: "ollama", Model: "m", SystemPrompt: "(system prompt)", UserText: "report", MaxTurns: 5}, SessionID: "scheduled-reporter-1"}
 
 func newFiringEnv(t *testing.T, prep workflows.ScheduledPrepared, turn func(workflows.LLMTurnInput) (*llm.Response, error), toolTakes ...time.Duration) *firingEnv {
+	return newFiringEnvWith(t, nil, prep, turn, toolTakes...)
+}
+
+// newFiringEnvWith is newFiringEnv with register called before any mock
+// (registrations cannot follow mocks).
+func newFiringEnvWith(t *testing.T, register func(*testsuite.TestWorkflowEnvironment), prep workflows.ScheduledPrepared, turn func(workflows.LLMTurnInput) (*llm.Response, error), toolTakes ...time.Duration) *firingEnv {
 	var suite testsuite.WorkflowTestSuite
 	f := &firingEnv{env: suite.NewTestWorkflowEnvironment(), acts: &activities.ScheduledActivities{}}
 	f.env.RegisterWorkflowWithOptions(workflows.ScheduledAgent, workflow.RegisterOptions{Name: workflows.ScheduledAgentWorkflowName})
 	f.env.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowName})
 	f.env.RegisterActivity(f.acts)
+	if register != nil {
+		register(f.env)
+	}
 	f.env.OnActivity(f.acts.ScheduledAgentPrepare, mock.Anything, mock.Anything).Return(&prep, nil)
 	f.env.OnActivity(f.acts.ScheduledLLMTurn, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 		f.mu.Lock()

@@ -109,7 +109,10 @@ func runFiring(ctx workflow.Context, in ScheduledAgentInput) (*ScheduledRunResul
 	// firing's schedule and workflow id (prep.Run), and the decision Update
 	// is sent to this workflow id. Parked time moves the deadline.
 	run := &agentRun{ref: prep.Run, outline: prep.Agent, llmStep: ActivityScheduledLLMTurn, toolStep: ActivityScheduledTool,
-		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout), approvals: prep.Approvals, localLLMTurns: prep.LocalLLMTurns}
+		llmOpts: llmActivityOptions, toolOpts: toolOptions(prep.ToolTimeout), approvals: prep.Approvals, localLLMTurns: prep.LocalLLMTurns,
+		// The same pointer: the children it starts (Started) go on with a
+		// continue-as-new in next.Prepared.
+		delegation: prep.Delegation}
 	res := run.runUntil(ctx, in.Continuation, in.Deadline)
 	if res.next != nil && ctx.Err() == nil {
 		next := in

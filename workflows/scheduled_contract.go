@@ -94,6 +94,11 @@ type ScheduledPrepared struct {
 	// TaskRunInput.LocalLLMTurns); false in histories from before, which
 	// keep their LLM activities.
 	LocalLLMTurns bool `json:"local_llm_turns,omitempty"`
+	// Delegation is set when the agent has peers (docs/teams.md): the
+	// firing is the root of its tree and its ask_<peer> calls start peer
+	// runs as child workflows, as a task run's do. Nil in histories from
+	// before, which offer no ask_<peer> tools.
+	Delegation *Delegation `json:"delegation,omitempty"`
 }
 
 // ScheduledFinishInput is how a firing's run ended.

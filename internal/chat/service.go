@@ -207,7 +207,9 @@ func (s *Service) Chat(ctx context.Context, req Request, onDelta func(string) er
 	// The exchange is saved below through the same writer before the reply
 	// is sent, so the LLM calls' settlements need not wait for their own
 	// commit (models.CommitLater).
+	set = s.withPeerTools(def, set)
 	ex := &inProcess{ctx: agent.WithMemoryScope(models.CommitLater(ctx), scope), svc: s, def: def, set: set, onDelta: onDelta,
+		scope: scope, deleg: rootDelegation(def, runID),
 		meta: llm.CallMeta{Subject: auth.FromContext(ctx).CostSubject(req.UserID), Workspace: s.Config.Workspace.Root, AgentID: def.ID, SessionID: sessionID, RunID: runID,
 			Source: req.Source, Trigger: triggerOf(req.Source), DataClassification: def.LLM.DataClassification, Interactive: req.Interactive, ConfirmCost: req.ConfirmCost}}
 	defer s.Store.FlushLater(detached.Context(ex.ctx)) // nothing left once the exchange is saved
@@ -335,6 +337,9 @@ type inProcess struct {
 	set     Settings
 	onDelta func(string) error
 	meta    llm.CallMeta
+	scope   agent.MemoryScope
+	// deleg: the run's delegation state when its agent has peers (peers.go).
+	deleg *chatDelegation
 }
 
 // workDir is the session's work directory, where its tools run. Worked
@@ -376,6 +381,9 @@ func (e *inProcess) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 }
 
 func (e *inProcess) CallTool(inv agent.ToolInvocation) (agent.ToolResult, error) {
+	if _, ok := agentdef.PeerOfTool(inv.Call.Name); ok && e.deleg != nil {
+		return e.delegate(inv)
+	}
 	if e.def.Approvals.Needs(inv.Call.Name) {
 		// Only durable runs can park for a person's decision.
 		return agent.ApprovalRefusedInChat(inv.Call.Name), nil
