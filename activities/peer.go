@@ -196,8 +196,20 @@ func (a *PeerActivities) PeerRunFinish(ctx context.Context, o workflows.PeerRunO
 	return storageFullOr(err)
 }
 
-// PeerRunWait records a park (budget) or resume of the peer run.
+// PeerRunWait records a park (budget, cost cap) or resume of the peer run;
+// a cost-cap park also moves the root task to needs_review with a comment.
 func (a *PeerActivities) PeerRunWait(ctx context.Context, in workflows.RunWaitInput) error {
+	if in.WaitingFor == models.WaitingForCostCap {
+		err := a.Store.SetPeerRunCostCapWait(ctx, in.Run.RunID, models.RunWait{RunID: in.Run.RunID, Attempt: in.Run.Attempt, Turn: in.Turn,
+			WaitingFor: in.WaitingFor, Code: in.Code, Reason: in.Reason, Waited: in.Waited}, !in.Resume)
+		if errors.Is(err, models.ErrNotFound) {
+			return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRunGone, nil)
+		}
+		if err == nil && a.Events != nil {
+			a.Events.Notify()
+		}
+		return storageFullOr(err)
+	}
 	w := in.WaitingFor
 	if in.Resume {
 		w = ""
@@ -206,10 +218,21 @@ func (a *PeerActivities) PeerRunWait(ctx context.Context, in workflows.RunWaitIn
 }
 
 // PeerLLMTurn is one LLM turn of a peer run; its ledger row carries the
-// tree root's run id.
+// tree root's run id and the call carries the tree's cost cap: the root
+// task's max_cost_usd, read at every turn (cost admission takes the
+// tighter of it and the peer agent's own max_cost_usd, as for a task run).
+// The cap counter is the root's (cap:<RootRunID>) for every member of the
+// tree.
 func (a *PeerActivities) PeerLLMTurn(ctx context.Context, in workflows.LLMTurnInput) (*llm.Response, error) {
 	stop := heartbeat(ctx, a.HeartbeatInterval)
 	defer stop()
+	var capMicros int64
+	if in.Run.RootRunID != "" && a.Store != nil {
+		var err error
+		if capMicros, err = a.Store.RunCostCap(ctx, 0, in.Run.RootRunID); err != nil {
+			return nil, err // retried: a turn never runs past a cap it could not read
+		}
+	}
 	return LLMTurn(ctx, a.Log, a.Router, in, llm.CallMeta{
 		CallID:    CallID(in.Run, in.Turn),
 		Subject:   in.Run.Subject,
@@ -220,6 +243,8 @@ func (a *PeerActivities) PeerLLMTurn(ctx context.Context, in workflows.LLMTurnIn
 		RootRunID: in.Run.RootRunID,
 		Source:    llm.SourceTask,
 		Trigger:   workflows.TriggerPeer,
+		// Read at every turn: a raised cap counts from the next turn on.
+		CostCapMicros: capMicros,
 	})
 }
 

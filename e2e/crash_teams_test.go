@@ -23,7 +23,9 @@ func TestTeamSurvivesGatewayCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs agentryd")
 	}
+	began := time.Now()
 	bin := gatewaytest.Binary(t, "agentryd")
+	t.Logf("%s: binaries built", time.Since(began))
 	fake := fakellm.New()
 	if err := fake.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -60,6 +62,7 @@ func TestTeamSurvivesGatewayCrash(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	first := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, first)
+	t.Logf("%s: first gateway up", time.Since(began))
 	task := wbCall(t, base, key, "POST", wb+"/tasks", map[string]any{"title": "Team report", "agent_id": "lead"})
 	if task.Status != 201 {
 		t.Fatalf("create task: %d %s", task.Status, task.Raw)
@@ -78,9 +81,11 @@ func TestTeamSurvivesGatewayCrash(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	t.Logf("%s: kill during fact's turn", time.Since(began))
 	first.Kill(t)
 	second := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, second)
+	t.Logf("%s: second gateway up", time.Since(began))
 	var final gatewaytest.Response
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		final = wbCall(t, base, key, "GET", fmt.Sprintf("%s/tasks/%d/runs/%d", wb, taskID, runID), nil)
@@ -92,6 +97,7 @@ func TestTeamSurvivesGatewayCrash(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	t.Logf("%s: tree ended after the restart", time.Since(began))
 	if final.JSON["status"] != "finished" || final.JSON["reply"] != "Team done." {
 		t.Fatalf("run after restart: %s", final.Raw)
 	}

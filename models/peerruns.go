@@ -199,6 +199,55 @@ func (s *Store) SetPeerRunWaiting(ctx context.Context, id int64, waitingFor stri
 		Updates(map[string]any{"status": status, "waiting_for": waitingFor, "updated_at": time.Now().UTC()}).Error
 }
 
+// SetPeerRunCostCapWait records that a peer run parks for its tree's cost
+// cap (parking) or resumes from it, like ParkRun/ResumeRun do for a task
+// run: run.waiting or run.resumed on the root task's run (once per peer
+// run and turn: dedupe key) and, when the tree's root is a task run, the
+// root task to needs_review with a comment saying what was spent (back to
+// running on resume). Repeating it changes nothing.
+func (s *Store) SetPeerRunCostCapWait(ctx context.Context, id int64, w RunWait, parking bool) error {
+	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row PeerRun
+		if err := tx.First(&row, id).Error; errors.Is(err, gorm.ErrRecordNotFound) {
+			return &NotFoundError{Kind: "peer run", ID: id}
+		} else if err != nil {
+			return fmt.Errorf("read peer run %d: %w", id, err)
+		}
+		from, to, waitingFor, event := []string{RunQueued, RunRunning, RunWaiting}, RunWaiting, WaitingForCostCap, EventRunWaiting
+		payload := map[string]any{"waiting_for": WaitingForCostCap, "turn": w.Turn, "code": w.Code, "reason": truncateUTF8(w.Reason, 2000)}
+		q := tx.Model(&PeerRun{}).Where("id = ?", id)
+		if !parking {
+			from, to, waitingFor, event = []string{RunWaiting}, RunRunning, "", EventRunResumed
+			payload = map[string]any{"waiting_for": WaitingForCostCap, "turn": w.Turn, "waited_ms": w.Waited.Milliseconds()}
+			q = q.Where("waiting_for = ?", WaitingForCostCap)
+		}
+		res := q.Where("status IN ?", from).Updates(map[string]any{"status": to, "waiting_for": waitingFor, "updated_at": time.Now().UTC()})
+		if res.Error != nil {
+			return fmt.Errorf("peer run %d to %s: %w", id, to, res.Error)
+		}
+		if res.RowsAffected == 0 || row.RootTaskID == 0 {
+			return nil
+		}
+		payload["peer_run_id"], payload["peer"], payload["child_workflow_id"], payload["child_run_id"] = row.ID, row.AgentID, row.WorkflowID, row.LedgerID()
+		ev := NewEvent(event, fmt.Sprintf("%s:peer%d:t%d:%s", event, row.ID, w.Turn, WaitingForCostCap), payload)
+		ev.TaskID, ev.RunID, ev.AgentID = row.RootTaskID, row.RootTaskRunID, row.AgentID
+		fresh, err := insertEvent(tx, s.Driver, &ev)
+		if err != nil || !fresh {
+			return err
+		}
+		return costCapTask(tx, s.Driver, row.RootTaskID, fmt.Sprintf("Peer run %d (agent %s, delegated by run %d)", row.ID, row.AgentID, row.RootTaskRunID), w, parking)
+	})
+}
+
+// PeerRunsWaitingFor lists the peer runs parked for waitingFor now.
+func (s *Store) PeerRunsWaitingFor(ctx context.Context, waitingFor string) ([]PeerRun, error) {
+	var runs []PeerRun
+	if err := s.DB.WithContext(ctx).Where("status = ? AND waiting_for = ?", RunWaiting, waitingFor).Order("id").Find(&runs).Error; err != nil {
+		return nil, fmt.Errorf("list peer runs waiting for %s: %w", waitingFor, err)
+	}
+	return runs, nil
+}
+
 // FinishPeerRun records the end of a peer run (the first outcome wins;
 // applied is false for a repeat) with its cost summed from the ledger.
 func (s *Store) FinishPeerRun(ctx context.Context, id int64, o RunOutcome) (p *PeerRun, applied bool, err error) {

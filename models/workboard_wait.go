@@ -94,7 +94,7 @@ func (s *Store) waitTransition(ctx context.Context, w RunWait, from []string, to
 		}
 		// Once per park (the event's dedupe key): a repeated step leaves one
 		// comment.
-		return costCapTask(tx, s.Driver, &run, w, to == RunWaiting)
+		return costCapTask(tx, s.Driver, run.TaskID, fmt.Sprintf("Run %d", run.ID), w, to == RunWaiting)
 	})
 	return active, err
 }
@@ -121,8 +121,8 @@ func (s *Store) RunsWaitingFor(ctx context.Context, waitingFor string) ([]TaskRu
 // needs_review with a comment saying what was spent against which cap, and
 // back to running when the run resumes (a task someone moved on meanwhile
 // is left where it is).
-func costCapTask(tx *gorm.DB, driver string, run *TaskRun, w RunWait, parking bool) error {
-	t, err := getTask(tx, run.TaskID)
+func costCapTask(tx *gorm.DB, driver string, taskID int64, who string, w RunWait, parking bool) error {
+	t, err := getTask(tx, taskID)
 	if err != nil {
 		return err
 	}
@@ -145,8 +145,8 @@ func costCapTask(tx *gorm.DB, driver string, run *TaskRun, w RunWait, parking bo
 	if !parking {
 		return nil
 	}
-	body := fmt.Sprintf("Run %d paused at turn %d: %s. Raise the task's max_cost_usd (PATCH /api/v1/workboard/tasks/%d, or agentry task update %d --max-cost-usd N) to let it go on, or cancel the run. The turns already paid for are kept.",
-		run.ID, w.Turn, strings.TrimSuffix(truncateUTF8(w.Reason, 1500), "."), t.ID, t.ID)
+	body := fmt.Sprintf("%s paused at turn %d: %s. Raise the task's max_cost_usd (PATCH /api/v1/workboard/tasks/%d, or agentry task update %d --max-cost-usd N) to let it go on, or cancel the run. The turns already paid for are kept.",
+		who, w.Turn, strings.TrimSuffix(truncateUTF8(w.Reason, 1500), "."), t.ID, t.ID)
 	c := Comment{TaskID: t.ID, Author: CostCapAuthor, Body: body, Kind: CommentNote, CreatedAt: now}
 	if err := tx.Create(&c).Error; err != nil {
 		return fmt.Errorf("comment on task %d: %w", t.ID, err)

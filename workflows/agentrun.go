@@ -77,10 +77,10 @@ type agentRun struct {
 	// the run's input like localFileTools.
 	localLLMTurns bool
 
-	// delegation is set when the agent has peers (delegate.go); inChild is
-	// true while a peer run started by this run runs.
+	// delegation is set when the agent has peers (delegate.go); children
+	// counts the peer runs started by this run that run now.
 	delegation *Delegation
-	inChild    bool
+	children   int
 }
 
 // errContinueAsNew stops the loop between turns so the workflow can
@@ -148,8 +148,8 @@ func (r *agentRun) runUntil(ctx workflow.Context, from *agent.Checkpoint, deadli
 		}
 		// A peer run in flight bounds itself by this run's deadline (moved
 		// by its own parked time), which this run takes over when it ends.
-		if r.inChild {
-			_ = workflow.Await(ctx, func() bool { return !r.inChild || loopDone.IsReady() })
+		if r.children > 0 {
+			_ = workflow.Await(ctx, func() bool { return r.children == 0 || loopDone.IsReady() })
 		}
 		left := r.deadline.Sub(workflow.Now(ctx))
 		if ctx.Err() != nil || loopDone.IsReady() {
@@ -181,6 +181,10 @@ type durableExecutor struct {
 	// the next tool result goes, index the next tool call's place in it.
 	callSeq, nextSeq, index int
 	checkpoint              *agent.Checkpoint
+	// calls are the tool calls of the current turn; asked the delegations
+	// of it started together (delegate.go), by call index.
+	calls []llm.ToolCall
+	asked map[int]*askedPeer
 }
 
 // CallLLM runs one LLM turn: an activity, or in a run that asks for it
@@ -218,6 +222,7 @@ func (e *durableExecutor) CallLLM(t agent.TurnRequest) (*llm.Response, error) {
 		}
 	}
 	e.callSeq, e.nextSeq, e.index = n, n+1, 0
+	e.calls, e.asked = resp.ToolCalls, nil
 	if e.run.onTurn != nil {
 		e.run.onTurn(t.Turn, resp.Usage)
 	}

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,10 @@ type peerHarness struct {
 	childEnds   []workflows.PeerRunOutcome
 	childStarts int
 	outcomes    []models.RunOutcome
+	// asks is how many peers the parent's first turn asks (1 unless set);
+	// startsAtPrepare how many children had started at each preparation.
+	asks            int
+	startsAtPrepare []int
 }
 
 func newPeerHarness(t *testing.T, refuse bool, childTurn time.Duration) *peerHarness {
@@ -54,7 +59,11 @@ func newPeerHarness(t *testing.T, refuse bool, childTurn time.Duration) *peerHar
 		defer h.mu.Unlock()
 		h.parentTurns++
 		if in.Turn == 1 {
-			return &llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "ask_research"}}, Usage: llm.Usage{InputTokens: 1}}, nil
+			calls := []llm.ToolCall{{ID: "c1", Name: "ask_research"}}
+			for i := 2; i <= h.asks; i++ {
+				calls = append(calls, llm.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "ask_research"})
+			}
+			return &llm.Response{ToolCalls: calls, Usage: llm.Usage{InputTokens: 1}}, nil
 		}
 		return &llm.Response{Content: "all done"}, nil
 	}).Maybe()
@@ -62,6 +71,7 @@ func newPeerHarness(t *testing.T, refuse bool, childTurn time.Duration) *peerHar
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.prepared = append(h.prepared, in)
+		h.startsAtPrepare = append(h.startsAtPrepare, h.childStarts)
 		if refuse {
 			return &workflows.PeerPrepared{Refused: &agent.ToolResult{Content: "delegation depth limit reached (3)", IsError: true}}, nil
 		}
@@ -182,5 +192,43 @@ func TestRootDeadlineCoversChild(t *testing.T) {
 	}
 	if len(h.outcomes) != 1 || h.outcomes[0].Status != models.RunFailed || !h.outcomes[0].TimedOut {
 		t.Fatalf("parent outcomes %+v", h.outcomes)
+	}
+}
+
+// Several ask_<peer> calls of one turn start their children together: all
+// are prepared (in call order, the fan-out count rising) before any child
+// runs, and the answers are stored in call order at their own positions.
+func TestDelegationsOfOneTurnRunConcurrently(t *testing.T) {
+	h := newPeerHarness(t, false, 0)
+	h.asks = 3
+	h.env.ExecuteWorkflow(workflows.TaskRunWorkflowName, peerInput())
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.prepared) != 3 || len(h.done) != 3 || h.childStarts != 3 || len(h.childEnds) != 3 {
+		t.Fatalf("prepared %d, done %d, children started %d ended %d; want 3 each", len(h.prepared), len(h.done), h.childStarts, len(h.childEnds))
+	}
+	ids := map[string]bool{}
+	for i, p := range h.prepared {
+		if h.startsAtPrepare[i] != 0 {
+			t.Fatalf("preparation %d came after %d children started: the delegations ran one after another", i, h.startsAtPrepare[i])
+		}
+		if p.Index != i || p.Delegation.Started != i || p.ResultSeq != p.CallSeq+1+i {
+			t.Fatalf("preparation %d: index %d, started %d, result seq %d (call seq %d)", i, p.Index, p.Delegation.Started, p.ResultSeq, p.CallSeq)
+		}
+		ids[p.ChildWorkflowID] = true
+	}
+	if len(ids) != 3 {
+		t.Fatalf("child workflow ids: %v", ids)
+	}
+	for i, d := range h.done {
+		if d.CallID != fmt.Sprintf("c%d", i+1) || d.ResultSeq != h.prepared[i].ResultSeq || d.Result.Status != models.RunFinished {
+			t.Fatalf("answer %d: call %s at %d, status %s", i, d.CallID, d.ResultSeq, d.Result.Status)
+		}
+	}
+	if len(h.outcomes) != 1 || h.outcomes[0].Status != models.RunFinished {
+		t.Fatalf("parent outcome: %+v", h.outcomes)
 	}
 }

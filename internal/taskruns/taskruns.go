@@ -229,22 +229,42 @@ func (r *Service) NudgeCostCapWaits(ctx context.Context) (int, error) {
 	return r.nudge(ctx, models.WaitingForCostCap)
 }
 
+// peerWaits lists the peer runs parked for a reason (*models.Store).
+type peerWaits interface {
+	PeerRunsWaitingFor(ctx context.Context, waitingFor string) ([]models.PeerRun, error)
+}
+
 func (r *Service) nudge(ctx context.Context, waitingFor string) (int, error) {
 	runs, err := r.Store.RunsWaitingFor(ctx, waitingFor)
 	if err != nil {
 		return 0, err
 	}
+	ids := make([]string, 0, len(runs))
+	for _, run := range runs {
+		ids = append(ids, run.WorkflowID)
+	}
+	// Peer runs (child workflows of a task run or firing) park for the same
+	// reasons and are told the same way.
+	if ps, ok := r.Store.(peerWaits); ok {
+		peers, err := ps.PeerRunsWaitingFor(ctx, waitingFor)
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range peers {
+			ids = append(ids, p.WorkflowID)
+		}
+	}
 	told := 0
 	var errs []error
-	for _, run := range runs {
-		err := r.Client.SignalWorkflow(ctx, run.WorkflowID, "", workflows.SignalCostsChanged, nil)
+	for _, id := range ids {
+		err := r.Client.SignalWorkflow(ctx, id, "", workflows.SignalCostsChanged, nil)
 		var nf *serviceerror.NotFound
 		switch {
 		case err == nil:
 			told++
 		case errors.As(err, &nf):
 		default:
-			errs = append(errs, fmt.Errorf("signal run %d: %w", run.ID, err))
+			errs = append(errs, fmt.Errorf("signal run %s: %w", id, err))
 		}
 	}
 	return told, errors.Join(errs...)
