@@ -180,6 +180,9 @@ type TaskRunStore interface {
 	ParkRun(ctx context.Context, w RunWait) (bool, error)
 	ResumeRun(ctx context.Context, w RunWait) (bool, error)
 	RunsWaitingFor(ctx context.Context, waitingFor string) ([]TaskRun, error)
+	// PeerRunsWaitingFor: the peer runs (peerruns.go) of task runs and
+	// firings park for the same reasons and are nudged the same way.
+	PeerRunsWaitingFor(ctx context.Context, waitingFor string) ([]PeerRun, error)
 	CountRunsWaitingFor(ctx context.Context, waitingFor string) (int64, error)
 	CountActiveRuns(ctx context.Context) (int64, error)
 	DriverName() string

@@ -229,11 +229,6 @@ func (r *Service) NudgeCostCapWaits(ctx context.Context) (int, error) {
 	return r.nudge(ctx, models.WaitingForCostCap)
 }
 
-// peerWaits lists the peer runs parked for a reason (*models.Store).
-type peerWaits interface {
-	PeerRunsWaitingFor(ctx context.Context, waitingFor string) ([]models.PeerRun, error)
-}
-
 func (r *Service) nudge(ctx context.Context, waitingFor string) (int, error) {
 	runs, err := r.Store.RunsWaitingFor(ctx, waitingFor)
 	if err != nil {
@@ -245,14 +240,12 @@ func (r *Service) nudge(ctx context.Context, waitingFor string) (int, error) {
 	}
 	// Peer runs (child workflows of a task run or firing) park for the same
 	// reasons and are told the same way.
-	if ps, ok := r.Store.(peerWaits); ok {
-		peers, err := ps.PeerRunsWaitingFor(ctx, waitingFor)
-		if err != nil {
-			return 0, err
-		}
-		for _, p := range peers {
-			ids = append(ids, p.WorkflowID)
-		}
+	peers, err := r.Store.PeerRunsWaitingFor(ctx, waitingFor)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range peers {
+		ids = append(ids, p.WorkflowID)
 	}
 	told := 0
 	var errs []error
