@@ -229,7 +229,7 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 }
 
 func unauthorized() *Error {
-	return &Error{Status: fiber.StatusUnauthorized, Message: "missing or invalid credentials: send Authorization: Bearer <api key>", Code: "unauthenticated"}
+	return &Error{Status: fiber.StatusUnauthorized, Message: "missing or invalid credentials: send your API key as a Bearer token in the Authorization header", Code: "unauthenticated"}
 }
 
 // Principal returns the authenticated caller of a request.
