@@ -17,6 +17,7 @@ import (
 //	PUT    /secrets/{name}  {"value": "..."}  204
 //	GET    /secrets         names and times, never values
 //	DELETE /secrets/{name}  204
+//	POST   /secrets/rotate  re-wrap the data keys (docs/credentials.md)
 type SecretsFeature struct {
 	Secrets *secrets.Store
 }
@@ -24,6 +25,7 @@ type SecretsFeature struct {
 // Register implements Feature.
 func (f *SecretsFeature) Register(r fiber.Router) {
 	r.Get("/secrets", f.list)
+	r.Post("/secrets/rotate", f.rotate)
 	r.Put("/secrets/:name", f.set)
 	r.Delete("/secrets/:name", f.delete)
 }
@@ -67,4 +69,15 @@ func (f *SecretsFeature) delete(c *fiber.Ctx) error {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func (f *SecretsFeature) rotate(c *fiber.Ctx) error {
+	if err := Require(c, auth.PermAdmin); err != nil {
+		return err
+	}
+	res, err := f.Secrets.Rotate(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(res)
 }

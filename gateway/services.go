@@ -117,7 +117,12 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Agents = agentdef.NewRegistry(append([]string{cfg.Workspace.AgentsDir()}, cfg.AgentDirs...), log)
 	go s.Agents.Watch(bg, AgentWatchInterval)
 	s.Toolbox = agent.NewToolbox(SSRFPolicy(&cfg.Config), cfg.Runtime.ToolTimeout)
-	s.Secrets = secrets.New(g.Store, cfg.Workspace.CredentialsDir())
+	credOpts, err := secrets.OpenProvider(ctx, cfg.Credentials, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.Secrets = secrets.NewWith(g.Store, cfg.Workspace.CredentialsDir(), credOpts)
 	s.Secrets.Scrub = scrub.Register("secrets")
 	if err := s.Secrets.RefreshScrub(ctx); err != nil {
 		log.Warn("secrets store values are not scrubbed from outside text", "err", err)

@@ -22,7 +22,7 @@
 //	events.go                      EventStore
 //	runlog.go                      RunLogStore
 //	approvals.go                   ApprovalStore
-//	secrets.go                     SecretStore
+//	secrets.go, secretkeys.go      SecretStore
 //	reconcile.go                   ReconcileStore
 //	packageinstall.go              PackageInstallStore
 //	mcp.go                         MCPStore

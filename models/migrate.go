@@ -87,6 +87,7 @@ var schemaModels = []any{
 	&RunSnapshot{},        // runlog.go
 	&ScheduleRun{},        // scheduleruns.go
 	&Secret{},             // secrets.go
+	&SecretKey{},          // secretkeys.go
 	&Task{},               // workboard.go
 	&TaskRun{},            // workboard.go
 	&VectorBase{},         // vectors.go

@@ -145,6 +145,13 @@ type SecretStore interface {
 	GetSecret(ctx context.Context, name string) (*Secret, error)
 	ListSecrets(ctx context.Context) ([]SecretMeta, error)
 	DeleteSecret(ctx context.Context, name string) error
+	// The data keys (secretkeys.go) the values are sealed with, each
+	// wrapped by the credentials provider.
+	PutSecretKey(ctx context.Context, k *SecretKey) error
+	ListSecretKeys(ctx context.Context) ([]SecretKey, error)
+	RewrapSecretKey(ctx context.Context, id string, wrapped []byte) error
+	ListSealedSecrets(ctx context.Context) ([]Secret, error)
+	ResealSecret(ctx context.Context, sec *Secret, oldKeyID string) (bool, error)
 }
 
 // WebhookStore is the inbound webhooks' idempotency records

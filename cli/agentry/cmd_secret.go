@@ -84,7 +84,31 @@ func (a *App) secretCommand() *cobra.Command {
 			return nil
 		},
 	}
-	return group("secret", "Manage write-only secrets (admin)", set, list, del)
+	rotate := &cobra.Command{
+		Use:   "rotate",
+		Short: "Re-wrap the data keys with the credentials provider's current key version (rotate the key in the provider first)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(0)
+			if err != nil {
+				return err
+			}
+			r, err := c.RotateSecrets(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.Stdout, r.RawJSON())
+			}
+			fmt.Fprintf(a.Stdout, "Provider %s: %d data key(s) re-wrapped, %d secret(s) moved off the key file", r.Provider, r.Rewrapped, r.Resealed)
+			if r.Skipped > 0 {
+				fmt.Fprintf(a.Stdout, ", %d data key(s) of another provider left as they are", r.Skipped)
+			}
+			fmt.Fprintln(a.Stdout, ".")
+			return nil
+		},
+	}
+	return group("secret", "Manage write-only secrets (admin)", set, list, del, rotate)
 }
 
 // readPassword prompts on w and reads a line from the terminal without echo.

@@ -360,11 +360,31 @@ type OIDCConfig struct {
 	Audience string `yaml:"audience,omitempty" env:"AUDIENCE"`
 }
 
-// CredentialsConfig selects the credential vault.
+// CredentialsConfig selects the credential vault: the provider that wraps
+// the secret store's data keys (internal/secrets, docs/credentials.md).
 type CredentialsConfig struct {
-	Provider string         `yaml:"provider" env:"PROVIDER"`
-	Extra    map[string]any `yaml:",inline"`
+	// Provider is local (the key file, default), hashivault (Vault or
+	// OpenBao transit), awskms, gcpkms or azurekeyvault.
+	Provider string `yaml:"provider" env:"PROVIDER"`
+	// KeyURL names the provider's key as a gocloud.dev secrets URL
+	// (hashivault://agentry, awskms://alias/agentry?region=eu-west-1, ...).
+	KeyURL string `yaml:"key_url,omitempty" env:"KEY_URL"`
+	// VaultAddress is Vault's base URL (hashivault; else VAULT_ADDR).
+	VaultAddress string `yaml:"vault_address,omitempty" env:"VAULT_ADDRESS"`
+	// VaultTokenEnv names the environment variable holding Vault's token
+	// [VAULT_TOKEN]; VaultTokenFile, when set, is read instead.
+	VaultTokenEnv  string `yaml:"vault_token_env,omitempty" env:"VAULT_TOKEN_ENV"`
+	VaultTokenFile string `yaml:"vault_token_file,omitempty" env:"VAULT_TOKEN_FILE"`
+	// CacheTTL is how long an unwrapped data key serves reads without
+	// asking the provider again [1h].
+	CacheTTL time.Duration `yaml:"cache_ttl,omitempty" env:"CACHE_TTL"`
+	// Timeout bounds one call to the provider [10s].
+	Timeout time.Duration  `yaml:"timeout,omitempty" env:"TIMEOUT"`
+	Extra   map[string]any `yaml:",inline"`
 }
+
+// CredentialProviders are the values of credentials.provider.
+var CredentialProviders = []string{"local", "hashivault", "awskms", "gcpkms", "azurekeyvault"}
 
 // UpdatesConfig points at the release manifest.
 type UpdatesConfig struct {

@@ -15,6 +15,13 @@ import (
 // is neither fails TestEveryKeyIsEffectiveOrRefused.
 var effective = map[string][2]string{
 	"agent_dirs":                                       {"gateway/services.go", "AgentDirs"},
+	"credentials.cache_ttl":                            {"internal/secrets/provider.go", "c.CacheTTL"},
+	"credentials.key_url":                              {"internal/secrets/provider.go", "c.KeyURL"},
+	"credentials.provider":                             {"internal/secrets/provider.go", "c.Provider"},
+	"credentials.timeout":                              {"internal/secrets/provider.go", "c.Timeout"},
+	"credentials.vault_address":                        {"internal/secrets/provider.go", "c.VaultAddress"},
+	"credentials.vault_token_env":                      {"internal/secrets/provider.go", "c.VaultTokenEnv"},
+	"credentials.vault_token_file":                     {"internal/secrets/provider.go", "c.VaultTokenFile"},
 	"auth.jwt.access_ttl":                              {"internal/auth/build.go", "AccessTTL"},
 	"auth.jwt.audience":                                {"internal/auth/build.go", "JWT.Audience"},
 	"auth.jwt.issuer":                                  {"internal/auth/build.go", "JWT.Issuer"},
@@ -253,7 +260,6 @@ var setUnsupported = map[string]func(c *Config){
 	"memory.vector":                  func(c *Config) { c.Memory.Vector = true },
 	"queue":                          func(c *Config) { c.Queue = map[string]any{"type": "nats"} },
 	"voice":                          func(c *Config) { c.Voice = map[string]any{"provider": "x"} },
-	"credentials.provider":           func(c *Config) { c.Credentials.Provider = "vault" },
 	"plugins_config":                 func(c *Config) { c.PluginsConfig = map[string]any{"p": map[string]any{"a": 1}} },
 	"plugin_dirs":                    func(c *Config) { c.PluginDirs = []string{"/opt/plugins"} },
 	"storage.backend: external":      func(c *Config) { c.Storage.Backend = "external" },
@@ -298,11 +304,11 @@ plugin_dirs: [plugins]
 log: {level: debug}
 `)
 	_, err := Load(context.Background(), MapEnv(map[string]string{EnvWorkspace: dir, EnvConfigPath: path,
-		"AGENTRY_CREDENTIALS_PROVIDER": "aws-kms"}))
+		"AGENTRY_RUNTIME_MAX_SESSIONS": "5"}))
 	if err == nil {
 		t.Fatal("a configuration with unsupported keys loaded")
 	}
-	want := "not supported yet: memory.vector, credentials.provider, plugin_dirs ("
+	want := "not supported yet: runtime.max_sessions, memory.vector, plugin_dirs ("
 	if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "not supported yet") != 1 {
 		t.Fatalf("want one error %q..., got %v", want, err)
 	}

@@ -30,6 +30,7 @@ func Validate(c *Config) error {
 	validateVector(c, bad)
 	validateKnowledge(&c.Knowledge, bad)
 	validateSandbox(c, bad)
+	validateCredentials(&c.Credentials, bad)
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
 	}
@@ -258,3 +259,37 @@ func validateChannels(chs map[string]MessagingChannelConfig, bad func(key, forma
 
 // ChannelModes are the receive modes of a platform, the default first.
 func ChannelModes(typ string) []string { return channelModes[typ] }
+
+// validateCredentials refuses an unknown provider, naming the key, and a
+// cloud provider without its key URL.
+func validateCredentials(c *CredentialsConfig, bad func(key, format string, args ...any)) {
+	switch c.Provider {
+	case "", "local":
+		if c.KeyURL != "" {
+			bad("credentials.key_url", "is read by the hashivault and cloud KMS providers only (credentials.provider is local)")
+		}
+	case "hashivault", "awskms", "gcpkms", "azurekeyvault":
+		u, err := url.Parse(c.KeyURL)
+		switch {
+		case c.KeyURL == "":
+			bad("credentials.key_url", "provider %s needs the key's URL (for example %s)", c.Provider, keyURLExample[c.Provider])
+		case err != nil || u.Scheme != c.Provider:
+			bad("credentials.key_url", "must be a %s:// URL (for example %s)", c.Provider, keyURLExample[c.Provider])
+		}
+	default:
+		bad("credentials.provider", "unknown provider %q (use %s)", c.Provider, strings.Join(CredentialProviders, ", "))
+	}
+	if c.CacheTTL < 0 {
+		bad("credentials.cache_ttl", "must not be negative")
+	}
+	if c.Timeout < 0 {
+		bad("credentials.timeout", "must not be negative")
+	}
+}
+
+var keyURLExample = map[string]string{
+	"hashivault":    "hashivault://agentry",
+	"awskms":        "awskms://alias/agentry?region=eu-west-1",
+	"gcpkms":        "gcpkms://projects/P/locations/global/keyRings/R/cryptoKeys/agentry",
+	"azurekeyvault": "azurekeyvault://myvault.vault.azure.net/keys/agentry",
+}

@@ -3066,6 +3066,21 @@ type SecretMeta struct {
 	UpdatedAt time.Time `json:"updated_at,omitempty,omitzero"`
 }
 
+// SecretRotation defines model for SecretRotation.
+type SecretRotation struct {
+	// Provider credentials.provider
+	Provider string `json:"provider"`
+
+	// Resealed secrets moved from the key file to a data key
+	Resealed int64 `json:"resealed"`
+
+	// Rewrapped data keys re-wrapped by the provider
+	Rewrapped int64 `json:"rewrapped"`
+
+	// Skipped data keys wrapped by another provider (credentials.provider changed), left as they are
+	Skipped int64 `json:"skipped"`
+}
+
 // Skill defines model for Skill.
 type Skill struct {
 	Description  string      `json:"description,omitempty,omitzero"`
@@ -4880,6 +4895,13 @@ type ClientInterface interface {
 	// Corresponds with GET /secrets (the `GetSecrets` operationId).
 	GetSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PostSecretsRotate Re-wrap the secret store's data keys with the credentials provider's current key version (admin; docs/credentials.md)
+	//
+	// Rotate the key in the provider first (Vault: transit/keys/<name>/rotate; a KMS key's rotation). Values are not re-encrypted and stay readable throughout; secrets sealed with the key file before data keys are re-sealed with the active data key.
+	//
+	// Corresponds with POST /secrets/rotate (the `PostSecretsRotate` operationId).
+	PostSecretsRotate(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteSecretsName Delete a secret (admin)
 	//
 	// Corresponds with DELETE /secrets/{name} (the `DeleteSecretsName` operationId).
@@ -6672,6 +6694,23 @@ func (c *Client) PostSchedulesAgentIDTrigger(ctx context.Context, agentID AgentI
 // Corresponds with GET /secrets (the `GetSecrets` operationId).
 func (c *Client) GetSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSecretsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostSecretsRotate Re-wrap the secret store's data keys with the credentials provider's current key version (admin; docs/credentials.md)
+//
+// Rotate the key in the provider first (Vault: transit/keys/<name>/rotate; a KMS key's rotation). Values are not re-encrypted and stay readable throughout; secrets sealed with the key file before data keys are re-sealed with the active data key.
+//
+// Corresponds with POST /secrets/rotate (the `PostSecretsRotate` operationId).
+func (c *Client) PostSecretsRotate(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostSecretsRotateRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -10509,6 +10548,33 @@ func NewGetSecretsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPostSecretsRotateRequest constructs an http.Request for the PostSecretsRotate method
+func NewPostSecretsRotateRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/secrets/rotate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDeleteSecretsNameRequest constructs an http.Request for the DeleteSecretsName method
 func NewDeleteSecretsNameRequest(server string, name SecretName) (*http.Request, error) {
 	var err error
@@ -12470,6 +12536,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /secrets (the `GetSecrets` operationId).
 	GetSecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSecretsResponse, error)
+
+	// PostSecretsRotateWithResponse Re-wrap the secret store's data keys with the credentials provider's current key version (admin; docs/credentials.md)
+	//
+	// Rotate the key in the provider first (Vault: transit/keys/<name>/rotate; a KMS key's rotation). Values are not re-encrypted and stay readable throughout; secrets sealed with the key file before data keys are re-sealed with the active data key.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /secrets/rotate (the `PostSecretsRotate` operationId).
+	PostSecretsRotateWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*PostSecretsRotateResponse, error)
 
 	// DeleteSecretsNameWithResponse Delete a secret (admin)
 	//
@@ -17036,6 +17111,61 @@ func (r GetSecretsResponse) ContentType() string {
 	return ""
 }
 
+type PostSecretsRotateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SecretRotation
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostSecretsRotateResponse) GetJSON200() *SecretRotation {
+	return r.JSON200
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostSecretsRotateResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostSecretsRotateResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostSecretsRotateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostSecretsRotateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostSecretsRotateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostSecretsRotateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type DeleteSecretsNameResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -20080,6 +20210,21 @@ func (c *ClientWithResponses) GetSecretsWithResponse(ctx context.Context, reqEdi
 		return nil, err
 	}
 	return ParseGetSecretsResponse(rsp)
+}
+
+// PostSecretsRotateWithResponse Re-wrap the secret store's data keys with the credentials provider's current key version (admin; docs/credentials.md)
+//
+// Rotate the key in the provider first (Vault: transit/keys/<name>/rotate; a KMS key's rotation). Values are not re-encrypted and stay readable throughout; secrets sealed with the key file before data keys are re-sealed with the active data key.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /secrets/rotate (the `PostSecretsRotate` operationId).
+func (c *ClientWithResponses) PostSecretsRotateWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*PostSecretsRotateResponse, error) {
+	rsp, err := c.PostSecretsRotate(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostSecretsRotateResponse(rsp)
 }
 
 // DeleteSecretsNameWithResponse Delete a secret (admin)
@@ -23756,6 +23901,46 @@ func ParseGetSecretsResponse(rsp *http.Response) (*GetSecretsResponse, error) {
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostSecretsRotateResponse parses an HTTP response from a PostSecretsRotateWithResponse call
+func ParsePostSecretsRotateResponse(rsp *http.Response) (*PostSecretsRotateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostSecretsRotateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SecretRotation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
