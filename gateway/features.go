@@ -42,6 +42,7 @@ func (s *Services) adminFeatures() []api.Feature {
 		&api.AgentAdminFeature{Files: s.AgentFiles, Chat: s.Chat},
 		&api.MemoryFeature{Store: s.gw.Store, Memory: s.Memory},
 		&api.SecretsFeature{Secrets: s.Secrets},
+		&api.PluginsFeature{Plugins: s.Plugins},
 		&api.MCPFeature{Registry: s.MCP},
 		&api.SkillsFeature{Registry: s.Skills, Installer: s.SkillInstaller},
 		&api.DiagnosticsFeature{Router: s.Router},

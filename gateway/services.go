@@ -21,6 +21,7 @@ import (
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/memory"
 	"github.com/agentryhq/agentry/internal/pkginstall"
+	"github.com/agentryhq/agentry/internal/plugins"
 	"github.com/agentryhq/agentry/internal/reconcile"
 	"github.com/agentryhq/agentry/internal/runlog"
 	"github.com/agentryhq/agentry/internal/sandbox"
@@ -87,6 +88,9 @@ type Services struct {
 	// SkillInstaller reviews and installs new ones.
 	Skills         *skills.Registry
 	SkillInstaller *skills.Installer
+	// Plugins are the plugin folders (workspace plugins/ and plugin_dirs;
+	// gateway/plugins.go).
+	Plugins *plugins.Registry
 	// Memory is what agents with memory remember (internal/memory).
 	Memory *memory.Service
 	// Vectors is the knowledge bases' vector store (vector.backend;
@@ -138,6 +142,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	}
 	s.RunLog = &runlog.Log{Store: g.Store, BlobDir: cfg.Workspace.BlobsDir()}
 	s.addSkills()
+	s.addPlugins()
 	s.Memory = memory.New(cfg, g.Store)
 	s.Toolbox.Memory = s.Memory
 	s.Chat = &chat.Service{Config: cfg, Agents: s.Agents, Router: s.Router, Store: g.Store, Toolbox: s.Toolbox, Memory: s.Memory}

@@ -19,8 +19,6 @@ var unsupported = []unsupportedKey{
 	{"memory.vector", flag(func(c *Config) bool { return c.Memory.Vector })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},
 	{"voice", flag(func(c *Config) bool { return len(c.Voice) > 0 })},
-	{"plugins_config", flag(func(c *Config) bool { return len(c.PluginsConfig) > 0 })},
-	{"plugin_dirs", flag(func(c *Config) bool { return len(c.PluginDirs) > 0 })},
 	{"storage.backend: external", func(c *Config) []string { return when(c.Storage.Backend == "external", "storage.backend: external") }},
 	// server.tls serves with cert_file and key_file; these two are read
 	// only under temporal.tls (a client's settings).

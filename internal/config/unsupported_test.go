@@ -15,6 +15,8 @@ import (
 // is neither fails TestEveryKeyIsEffectiveOrRefused.
 var effective = map[string][2]string{
 	"agent_dirs":                                       {"gateway/services.go", "AgentDirs"},
+	"plugin_dirs":                                      {"gateway/plugins.go", "cfg.PluginDirs"},
+	"plugins_config":                                   {"gateway/plugins.go", "cfg.PluginsConfig"},
 	"credentials.cache_ttl":                            {"internal/secrets/provider.go", "c.CacheTTL"},
 	"credentials.key_url":                              {"internal/secrets/provider.go", "c.KeyURL"},
 	"credentials.provider":                             {"internal/secrets/provider.go", "c.Provider"},
@@ -260,8 +262,6 @@ var setUnsupported = map[string]func(c *Config){
 	"memory.vector":                  func(c *Config) { c.Memory.Vector = true },
 	"queue":                          func(c *Config) { c.Queue = map[string]any{"type": "nats"} },
 	"voice":                          func(c *Config) { c.Voice = map[string]any{"provider": "x"} },
-	"plugins_config":                 func(c *Config) { c.PluginsConfig = map[string]any{"p": map[string]any{"a": 1}} },
-	"plugin_dirs":                    func(c *Config) { c.PluginDirs = []string{"/opt/plugins"} },
 	"storage.backend: external":      func(c *Config) { c.Storage.Backend = "external" },
 	"server.tls.ca_file":             func(c *Config) { c.Server.TLS.CAFile = "ca.pem" },
 	"server.tls.server_name":         func(c *Config) { c.Server.TLS.ServerName = "gw.example" },
@@ -300,7 +300,7 @@ memory: {vector: true}
 channels:
   webhook: {enabled: false}
   slack: {bot_token: xoxb}
-plugin_dirs: [plugins]
+queue: {type: nats}
 log: {level: debug}
 `)
 	_, err := Load(context.Background(), MapEnv(map[string]string{EnvWorkspace: dir, EnvConfigPath: path,
@@ -308,7 +308,7 @@ log: {level: debug}
 	if err == nil {
 		t.Fatal("a configuration with unsupported keys loaded")
 	}
-	want := "not supported yet: runtime.max_sessions, memory.vector, plugin_dirs ("
+	want := "not supported yet: runtime.max_sessions, memory.vector, queue ("
 	if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "not supported yet") != 1 {
 		t.Fatalf("want one error %q..., got %v", want, err)
 	}

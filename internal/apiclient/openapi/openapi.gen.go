@@ -2840,6 +2840,41 @@ type PeerRun struct {
 // PeerRunStatus defines model for PeerRun.Status.
 type PeerRunStatus string
 
+// Plugin defines model for Plugin.
+type Plugin struct {
+	Args        []string `json:"args,omitempty,omitzero"`
+	Description string   `json:"description,omitempty,omitzero"`
+	Dir         string   `json:"dir"`
+	Error       string   `json:"error,omitempty,omitzero"`
+
+	// Executable relative to the plugin folder
+	Executable string `json:"executable"`
+
+	// ID plugin.yaml id; its tools are mcp__<id>__<tool>
+	ID string `json:"id"`
+
+	// Missing manifest tools it does not list
+	Missing []string `json:"missing,omitempty,omitzero"`
+
+	// Offered the tools it lists over MCP
+	Offered []string `json:"offered,omitempty,omitzero"`
+
+	// Protocol mcp-stdio
+	Protocol string `json:"protocol"`
+
+	// Status running, starting, failed (its MCP connection), invalid (not loaded: error says why)
+	Status string `json:"status"`
+
+	// Tools the tools the manifest says it offers
+	Tools   []string `json:"tools,omitempty,omitzero"`
+	Version string   `json:"version"`
+}
+
+// PluginList defines model for PluginList.
+type PluginList struct {
+	Plugins []Plugin `json:"plugins"`
+}
+
 // PriceInfo defines model for PriceInfo.
 type PriceInfo struct {
 	CachedInputPerMtok float64 `json:"cached_input_per_mtok,omitempty,omitzero"`
@@ -4880,6 +4915,16 @@ type ClientInterface interface {
 	// Corresponds with GET /package-installs/{job_id} (the `GetPackageInstallsJobID` operationId).
 	GetPackageInstallsJobID(ctx context.Context, jobID string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetPlugins Plugins of the workspace plugins/ folder and plugin_dirs, loaded or not (admin; docs/plugins.md)
+	//
+	// Corresponds with GET /plugins (the `GetPlugins` operationId).
+	GetPlugins(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostPluginsRescan Rescan the plugin folders now (new and changed plugins start, removed ones stop), then the list (admin)
+	//
+	// Corresponds with POST /plugins/rescan (the `PostPluginsRescan` operationId).
+	PostPluginsRescan(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetSchedules Scheduled agents with next fire times and last outcome
 	//
 	// Corresponds with GET /schedules (the `GetSchedules` operationId).
@@ -6649,6 +6694,36 @@ func (c *Client) PostPackageInstalls(ctx context.Context, body PostPackageInstal
 // Corresponds with GET /package-installs/{job_id} (the `GetPackageInstallsJobID` operationId).
 func (c *Client) GetPackageInstallsJobID(ctx context.Context, jobID string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetPackageInstallsJobIDRequest(c.Server, jobID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPlugins Plugins of the workspace plugins/ folder and plugin_dirs, loaded or not (admin; docs/plugins.md)
+//
+// Corresponds with GET /plugins (the `GetPlugins` operationId).
+func (c *Client) GetPlugins(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPluginsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostPluginsRescan Rescan the plugin folders now (new and changed plugins start, removed ones stop), then the list (admin)
+//
+// Corresponds with POST /plugins/rescan (the `PostPluginsRescan` operationId).
+func (c *Client) PostPluginsRescan(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostPluginsRescanRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -10460,6 +10535,60 @@ func NewGetPackageInstallsJobIDRequest(server string, jobID string) (*http.Reque
 	return req, nil
 }
 
+// NewGetPluginsRequest constructs an http.Request for the GetPlugins method
+func NewGetPluginsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/plugins")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostPluginsRescanRequest constructs an http.Request for the PostPluginsRescan method
+func NewPostPluginsRescanRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/plugins/rescan")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetSchedulesRequest constructs an http.Request for the GetSchedules method
 func NewGetSchedulesRequest(server string) (*http.Request, error) {
 	var err error
@@ -12515,6 +12644,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /package-installs/{job_id} (the `GetPackageInstallsJobID` operationId).
 	GetPackageInstallsJobIDWithResponse(ctx context.Context, jobID string, reqEditors ...RequestEditorFn) (*GetPackageInstallsJobIDResponse, error)
+
+	// GetPluginsWithResponse Plugins of the workspace plugins/ folder and plugin_dirs, loaded or not (admin; docs/plugins.md)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /plugins (the `GetPlugins` operationId).
+	GetPluginsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetPluginsResponse, error)
+
+	// PostPluginsRescanWithResponse Rescan the plugin folders now (new and changed plugins start, removed ones stop), then the list (admin)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /plugins/rescan (the `PostPluginsRescan` operationId).
+	PostPluginsRescanWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*PostPluginsRescanResponse, error)
 
 	// GetSchedulesWithResponse Scheduled agents with next fire times and last outcome
 	//
@@ -16940,6 +17083,102 @@ func (r GetPackageInstallsJobIDResponse) ContentType() string {
 	return ""
 }
 
+type GetPluginsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PluginList
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPluginsResponse) GetJSON200() *PluginList {
+	return r.JSON200
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetPluginsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPluginsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPluginsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPluginsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPluginsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostPluginsRescanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PluginList
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostPluginsRescanResponse) GetJSON200() *PluginList {
+	return r.JSON200
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostPluginsRescanResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r PostPluginsRescanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostPluginsRescanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostPluginsRescanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostPluginsRescanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetSchedulesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -20171,6 +20410,32 @@ func (c *ClientWithResponses) GetPackageInstallsJobIDWithResponse(ctx context.Co
 		return nil, err
 	}
 	return ParseGetPackageInstallsJobIDResponse(rsp)
+}
+
+// GetPluginsWithResponse Plugins of the workspace plugins/ folder and plugin_dirs, loaded or not (admin; docs/plugins.md)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /plugins (the `GetPlugins` operationId).
+func (c *ClientWithResponses) GetPluginsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetPluginsResponse, error) {
+	rsp, err := c.GetPlugins(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPluginsResponse(rsp)
+}
+
+// PostPluginsRescanWithResponse Rescan the plugin folders now (new and changed plugins start, removed ones stop), then the list (admin)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /plugins/rescan (the `PostPluginsRescan` operationId).
+func (c *ClientWithResponses) PostPluginsRescanWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*PostPluginsRescanResponse, error) {
+	rsp, err := c.PostPluginsRescan(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostPluginsRescanResponse(rsp)
 }
 
 // GetSchedulesWithResponse Scheduled agents with next fire times and last outcome
@@ -23778,6 +24043,72 @@ func ParseGetPackageInstallsJobIDResponse(rsp *http.Response) (*GetPackageInstal
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPluginsResponse parses an HTTP response from a GetPluginsWithResponse call
+func ParseGetPluginsResponse(rsp *http.Response) (*GetPluginsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPluginsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PluginList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostPluginsRescanResponse parses an HTTP response from a PostPluginsRescanWithResponse call
+func ParsePostPluginsRescanResponse(rsp *http.Response) (*PostPluginsRescanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostPluginsRescanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PluginList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	}
 
