@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentryhq/agentry/dev/fakellm"
+	"github.com/agentryhq/agentry/dev/gatewaytest"
+)
+
+// TestOnboardInteractiveInTmux: `agentry onboard` in a real terminal
+// (tmux) against a fresh HOME, answers typed into its form; then the
+// gateway is started on the workspace it wrote and the agent it created
+// answers a chat. Skipped when tmux is not installed.
+func TestOnboardInteractiveInTmux(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed")
+	}
+	fake := fakellm.New()
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	h := newHome(t)
+	socket := filepath.Join(t.TempDir(), "tmux.sock")
+	session := "agentry-onboard"
+	tm := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(tmux, append([]string{"-S", socket}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	tm("new-session", "-d", "-s", session, "-x", "120", "-y", "30", "-c", h.Dir, "env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+h.Home, "TERM=xterm", "sh")
+	t.Cleanup(func() { exec.Command(tmux, "-S", socket, "kill-server").Run() })
+	for i := 0; i < 100 && strings.TrimSpace(tm("capture-pane", "-p", "-t", session)) == ""; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitFor := func(text string) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			pane := tm("capture-pane", "-p", "-t", session)
+			if strings.Contains(pane, text) {
+				return pane
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q on the screen:\n%s", text, pane)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	tm("send-keys", "-t", session, fmt.Sprintf(`%s onboard --provider ollama --base-url %s --port %d; echo "EXIT""=$?"`, h.bin, fake.URL(), port), "Enter")
+	waitFor("Name of your first agent")
+	tm("send-keys", "-t", session, "C-u")
+	tm("send-keys", "-t", session, "-l", "tmuxbot")
+	tm("send-keys", "-t", session, "Enter")
+	waitFor("Default model")
+	tm("send-keys", "-t", session, "Enter") // the suggested model
+	pane := waitFor("EXIT=")
+	if !strings.Contains(pane, "EXIT=0") || !strings.Contains(pane, "agentry chat --agent tmuxbot") {
+		t.Fatalf("onboard in tmux:\n%s", pane)
+	}
+	raw, err := os.ReadFile(filepath.Join(h.WS, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(h.WS, "agents", "tmuxbot.yaml")); err != nil {
+		t.Fatalf("first agent: %v", err)
+	}
+	// The gateway on the onboarded workspace and configuration (the test
+	// harness adds its Temporal and API key) answers the new agent.
+	g := gatewaytest.Start(t, gatewaytest.Options{Workspace: h.WS, Fake: fake, Config: string(raw)})
+	fake.Script(fakellm.Rule{Contains: "Hello", Reply: "Hi, I am tmuxbot."})
+	r := g.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "tmuxbot", "text": "Hello!"})
+	if r.Status != 200 || r.JSON["reply"] != "Hi, I am tmuxbot." {
+		t.Fatalf("chat: %d %s", r.Status, r.Raw)
+	}
+}
