@@ -43,7 +43,7 @@ type onboardCheck struct {
 
 func (a *App) onboardCommand() *cobra.Command {
 	var ans onboardAnswers
-	var nonInteractive, force bool
+	var nonInteractive, force, installDaemon bool
 	cmd := &cobra.Command{
 		Use:   "onboard",
 		Short: "First run: check this machine, write config.yaml and a first agent, then say the one command to try",
@@ -121,6 +121,16 @@ flags and defaults (required without a terminal). Refused for remote targets.`,
 			if ans.APIKeyEnv != "" {
 				fmt.Fprintf(a.Stdout, "Set %s in the gateway's environment (the key is never written to config.yaml).\n", ans.APIKeyEnv)
 			}
+			if installDaemon {
+				// The daemon command's own install (kardianos/service); the
+				// configuration stays written whatever it answers.
+				d := &App{Version: a.Version, Env: a.Env, Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr}
+				if code := d.Run(cmd.Context(), []string{"daemon", "install"}); code != ExitOK {
+					fmt.Fprintf(a.Stdout, "Try it:\n  %s\n", try)
+					return &exitError{code: ExitFailure, msg: "the configuration is written, but the daemon was not installed (see above)"}
+				}
+				try = fmt.Sprintf("agentry daemon start && sleep 3 && agentry chat --agent %s \"Hello!\"", ans.Agent)
+			}
 			fmt.Fprintf(a.Stdout, "Try it:\n  %s\n", try)
 			return nil
 		},
@@ -136,6 +146,7 @@ flags and defaults (required without a terminal). Refused for remote targets.`,
 	f.StringVar(&ans.APIKeyEnv, "api-key-env", "", "environment variable holding the provider's key (openai, anthropic)")
 	f.StringVar(&ans.Agent, "agent", "assistant", "id of the first agent")
 	f.StringVar(&ans.Template, "template", "assistant", "template of the first agent: assistant or writer")
+	f.BoolVar(&installDaemon, "install-daemon", false, "also install the gateway as a service (agentry daemon install)")
 	return cmd
 }
 

@@ -131,3 +131,20 @@ func TestOnboardBadInputWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// --install-daemon where no service manager runs: the configuration is
+// written, the failure is named, the exit is non-zero.
+func TestOnboardInstallDaemonWithoutServiceManager(t *testing.T) {
+	home := t.TempDir()
+	a, out, errb := onboardApp(home)
+	code := a.Run(context.Background(), []string{"onboard", "--non-interactive", "--base-url", "http://127.0.0.1:1", "--port", strconv.Itoa(freePort(t)), "--install-daemon"})
+	if _, err := os.Stat(filepath.Join(home, ".agentry", "config.yaml")); err != nil {
+		t.Fatalf("config not written: %v", err)
+	}
+	if code == 0 && !strings.Contains(out.String(), "daemon start") {
+		t.Fatalf("exit 0 without the daemon: %s", out)
+	}
+	if code != 0 && !strings.Contains(errb.String(), "no service manager") {
+		t.Fatalf("exit %d: %s %s", code, out, errb)
+	}
+}
