@@ -47,6 +47,7 @@ func (s *Services) adminFeatures() []api.Feature {
 		&api.DiagnosticsFeature{Router: s.Router},
 		&api.AgentPackagesFeature{Packages: s.packageService()},
 		&api.PackageInstallsFeature{Installs: s.PackageInstalls},
+		&api.BuilderFeature{Builder: s.Builder},
 	}
 	if s.gw.Logs != nil {
 		fs = append(fs, &api.LogsFeature{Logs: s.gw.Logs})

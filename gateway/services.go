@@ -9,6 +9,7 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/approvals"
+	"github.com/agentryhq/agentry/internal/builder"
 	"github.com/agentryhq/agentry/internal/channels"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -58,6 +59,8 @@ type Services struct {
 	Secrets *secrets.Store
 	// Costs is LLM cost governance, the Router's admission gate.
 	Costs *costs.Controller
+	// Builder drafts and saves agents (gateway/builder.go).
+	Builder *builder.Service
 	// Events is the event stream (events table + in-process fan-out).
 	Events *events.Bus
 	// TaskRuns starts and cancels workboard task runs (TaskRun workflows).
@@ -144,6 +147,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Router.SetGate(s.Costs.Observed(g.auditRejection))
 	go s.Costs.RunReaper(bg)
 	s.AgentFiles = agentdef.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
+	s.addBuilder()
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	s.addPackageInstalls(bg)

@@ -1751,6 +1751,106 @@ type BreakerStatus struct {
 // BreakerStatusState defines model for BreakerStatus.State.
 type BreakerStatusState string
 
+// BuilderBuildRequest defines model for BuilderBuildRequest.
+type BuilderBuildRequest struct {
+	// Definition YAML text of the agent (at most 64 KiB)
+	Definition string `json:"definition"`
+
+	// Enabled save it enabled (default disabled)
+	Enabled bool             `json:"enabled,omitempty,omitzero"`
+	Evals   BuilderEvalSuite `json:"evals,omitempty,omitzero"`
+
+	// Overwrite replace an agent with the same id (else 409 exists)
+	Overwrite bool `json:"overwrite,omitempty,omitzero"`
+}
+
+// BuilderBuildResult defines model for BuilderBuildResult.
+type BuilderBuildResult struct {
+	Enabled bool                `json:"enabled,omitempty,omitzero"`
+	Evals   []BuilderEvalResult `json:"evals,omitempty,omitzero"`
+
+	// File file name in the workspace agents folder
+	File string `json:"file,omitempty,omitzero"`
+	ID   string `json:"id,omitempty,omitzero"`
+
+	// Spent what the request's accounting run used (ledger source builder, run_id build_...)
+	Spent BuilderSpent `json:"spent,omitempty,omitzero"`
+}
+
+// BuilderDraft defines model for BuilderDraft.
+type BuilderDraft struct {
+	Attempts int64 `json:"attempts,omitempty,omitzero"`
+
+	// Definition YAML text
+	Definition string `json:"definition,omitempty,omitzero"`
+
+	// Diff unified diff from the given definition (refine)
+	Diff string `json:"diff,omitempty,omitzero"`
+	ID   string `json:"id,omitempty,omitzero"`
+
+	// Spent what the request's accounting run used (ledger source builder, run_id build_...)
+	Spent BuilderSpent `json:"spent,omitempty,omitzero"`
+}
+
+// BuilderEvalCase defines model for BuilderEvalCase.
+type BuilderEvalCase struct {
+	ExpectedContains []string `json:"expected_contains,omitempty,omitzero"`
+	Input            string   `json:"input"`
+	Name             string   `json:"name,omitempty,omitzero"`
+}
+
+// BuilderEvalResult defines model for BuilderEvalResult.
+type BuilderEvalResult struct {
+	Missing []string `json:"missing,omitempty,omitzero"`
+	Name    string   `json:"name,omitempty,omitzero"`
+	Passed  bool     `json:"passed,omitempty,omitzero"`
+	Reply   string   `json:"reply,omitempty,omitzero"`
+}
+
+// BuilderEvalSuite defines model for BuilderEvalSuite.
+type BuilderEvalSuite struct {
+	Cases []BuilderEvalCase `json:"cases,omitempty,omitzero"`
+	Name  string            `json:"name,omitempty,omitzero"`
+}
+
+// BuilderGenerateRequest defines model for BuilderGenerateRequest.
+type BuilderGenerateRequest struct {
+	// Builder the builder's own model; empty takes llm.default_provider and its default_model
+	Builder BuilderModel `json:"builder,omitempty,omitzero"`
+
+	// Description what the agent should do (at most 16 KiB)
+	Description string `json:"description"`
+
+	// ID the id the definition must have
+	ID string `json:"id,omitempty,omitzero"`
+}
+
+// BuilderModel the builder's own model; empty takes llm.default_provider and its default_model
+type BuilderModel struct {
+	Model    string `json:"model,omitempty,omitzero"`
+	Provider string `json:"provider,omitempty,omitzero"`
+}
+
+// BuilderRefineRequest defines model for BuilderRefineRequest.
+type BuilderRefineRequest struct {
+	// Builder the builder's own model; empty takes llm.default_provider and its default_model
+	Builder BuilderModel `json:"builder,omitempty,omitzero"`
+
+	// Definition YAML text of the agent (at most 64 KiB); must parse
+	Definition  string `json:"definition"`
+	Instruction string `json:"instruction"`
+}
+
+// BuilderSpent what the request's accounting run used (ledger source builder, run_id build_...)
+type BuilderSpent struct {
+	Calls        int64   `json:"calls,omitempty,omitzero"`
+	CostMicros   int64   `json:"cost_micros,omitempty,omitzero"`
+	CostUSD      float64 `json:"cost_usd,omitempty,omitzero"`
+	InputTokens  int64   `json:"input_tokens,omitempty,omitzero"`
+	OutputTokens int64   `json:"output_tokens,omitempty,omitzero"`
+	RunID        string  `json:"run_id,omitempty,omitzero"`
+}
+
 // Channel A channel. The webhook channel has id, type, enabled, settings, overridden and status. A messaging channel (type telegram, slack, discord or whatsapp) adds adapter (its receiver's state) and messages (inbound counts); its status counts the replies and other messages sent on it as deliveries.
 type Channel struct {
 	// Adapter A messaging channel's receiver, as this gateway process sees it (messaging channels only).
@@ -3639,6 +3739,15 @@ type PostAgentsAgentIDTriggerJSONRequestBody = TriggerRequest
 // PostApprovalsIDJSONRequestBody defines body for PostApprovalsID for application/json ContentType.
 type PostApprovalsIDJSONRequestBody PostApprovalsIDJSONBody
 
+// PostBuilderBuildJSONRequestBody defines body for PostBuilderBuild for application/json ContentType.
+type PostBuilderBuildJSONRequestBody = BuilderBuildRequest
+
+// PostBuilderGenerateJSONRequestBody defines body for PostBuilderGenerate for application/json ContentType.
+type PostBuilderGenerateJSONRequestBody = BuilderGenerateRequest
+
+// PostBuilderRefineJSONRequestBody defines body for PostBuilderRefine for application/json ContentType.
+type PostBuilderRefineJSONRequestBody = BuilderRefineRequest
+
 // PatchChannelsIDJSONRequestBody defines body for PatchChannelsID for application/json ContentType.
 type PatchChannelsIDJSONRequestBody PatchChannelsIDJSONBody
 
@@ -4375,6 +4484,58 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /approvals/{id} (the `PostApprovalsID` operationId).
 	PostApprovalsID(ctx context.Context, id int64, body PostApprovalsIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderBuildWithBody Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuildWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderBuild Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuild(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderGenerateWithBody Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderGenerate Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerate(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderRefineWithBody Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefineWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderRefine Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefine(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetChannels List channels
 	//
@@ -5428,6 +5589,118 @@ func (c *Client) PostApprovalsIDWithBody(ctx context.Context, id int64, contentT
 // Corresponds with POST /approvals/{id} (the `PostApprovalsID` operationId).
 func (c *Client) PostApprovalsID(ctx context.Context, id int64, body PostApprovalsIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostApprovalsIDRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderBuildWithBody Validate a definition, run its eval suite and save it (write)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *Client) PostBuilderBuildWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderBuildRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderBuild Validate a definition, run its eval suite and save it (write)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *Client) PostBuilderBuild(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderBuildRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderGenerateWithBody Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *Client) PostBuilderGenerateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderGenerateRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderGenerate Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *Client) PostBuilderGenerate(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderGenerateRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderRefineWithBody Change a definition as instructed, with the unified diff (write)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *Client) PostBuilderRefineWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderRefineRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderRefine Change a definition as instructed, with the unified diff (write)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *Client) PostBuilderRefine(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderRefineRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7892,6 +8165,126 @@ func NewPostApprovalsIDRequestWithBody(server string, id int64, contentType stri
 	}
 
 	operationPath := fmt.Sprintf("/approvals/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderBuildRequest calls the generic PostBuilderBuild builder with application/json body
+func NewPostBuilderBuildRequest(server string, body PostBuilderBuildJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderBuildRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderBuildRequestWithBody constructs an http.Request for the PostBuilderBuild method, with any body, and a specified content type
+func NewPostBuilderBuildRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/build")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderGenerateRequest calls the generic PostBuilderGenerate builder with application/json body
+func NewPostBuilderGenerateRequest(server string, body PostBuilderGenerateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderGenerateRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderGenerateRequestWithBody constructs an http.Request for the PostBuilderGenerate method, with any body, and a specified content type
+func NewPostBuilderGenerateRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/generate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderRefineRequest calls the generic PostBuilderRefine builder with application/json body
+func NewPostBuilderRefineRequest(server string, body PostBuilderRefineJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderRefineRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderRefineRequestWithBody constructs an http.Request for the PostBuilderRefine method, with any body, and a specified content type
+func NewPostBuilderRefineRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/refine")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -11879,6 +12272,58 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /approvals/{id} (the `PostApprovalsID` operationId).
 	PostApprovalsIDWithResponse(ctx context.Context, id int64, body PostApprovalsIDJSONRequestBody, reqEditors ...RequestEditorFn) (*PostApprovalsIDResponse, error)
 
+	// PostBuilderBuildWithBodyWithResponse Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuildWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error)
+
+	// PostBuilderBuildWithResponse Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuildWithResponse(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error)
+
+	// PostBuilderGenerateWithBodyWithResponse Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error)
+
+	// PostBuilderGenerateWithResponse Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerateWithResponse(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error)
+
+	// PostBuilderRefineWithBodyWithResponse Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefineWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error)
+
+	// PostBuilderRefineWithResponse Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefineWithResponse(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error)
+
 	// GetChannelsWithResponse List channels
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -13585,6 +14030,241 @@ func (r PostApprovalsIDResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostApprovalsIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderBuildResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *BuilderBuildResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON201() *BuilderBuildResult {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderBuildResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderBuildResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderBuildResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderBuildResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderGenerateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BuilderDraft
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON200() *BuilderDraft {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderGenerateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderGenerateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderGenerateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderGenerateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderRefineResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BuilderDraft
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON200() *BuilderDraft {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderRefineResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderRefineResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderRefineResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderRefineResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19046,6 +19726,94 @@ func (c *ClientWithResponses) PostApprovalsIDWithResponse(ctx context.Context, i
 	return ParsePostApprovalsIDResponse(rsp)
 }
 
+// PostBuilderBuildWithBodyWithResponse Validate a definition, run its eval suite and save it (write)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *ClientWithResponses) PostBuilderBuildWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error) {
+	rsp, err := c.PostBuilderBuildWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderBuildResponse(rsp)
+}
+
+// PostBuilderBuildWithResponse Validate a definition, run its eval suite and save it (write)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *ClientWithResponses) PostBuilderBuildWithResponse(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error) {
+	rsp, err := c.PostBuilderBuild(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderBuildResponse(rsp)
+}
+
+// PostBuilderGenerateWithBodyWithResponse Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *ClientWithResponses) PostBuilderGenerateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error) {
+	rsp, err := c.PostBuilderGenerateWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderGenerateResponse(rsp)
+}
+
+// PostBuilderGenerateWithResponse Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *ClientWithResponses) PostBuilderGenerateWithResponse(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error) {
+	rsp, err := c.PostBuilderGenerate(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderGenerateResponse(rsp)
+}
+
+// PostBuilderRefineWithBodyWithResponse Change a definition as instructed, with the unified diff (write)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *ClientWithResponses) PostBuilderRefineWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error) {
+	rsp, err := c.PostBuilderRefineWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderRefineResponse(rsp)
+}
+
+// PostBuilderRefineWithResponse Change a definition as instructed, with the unified diff (write)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *ClientWithResponses) PostBuilderRefineWithResponse(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error) {
+	rsp, err := c.PostBuilderRefine(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderRefineResponse(rsp)
+}
+
 // GetChannelsWithResponse List channels
 //
 // Returns a wrapper object for the known response body format(s).
@@ -21171,6 +21939,196 @@ func ParsePostApprovalsIDResponse(rsp *http.Response) (*PostApprovalsIDResponse,
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderBuildResponse parses an HTTP response from a PostBuilderBuildWithResponse call
+func ParsePostBuilderBuildResponse(rsp *http.Response) (*PostBuilderBuildResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderBuildResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest BuilderBuildResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderGenerateResponse parses an HTTP response from a PostBuilderGenerateWithResponse call
+func ParsePostBuilderGenerateResponse(rsp *http.Response) (*PostBuilderGenerateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderGenerateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BuilderDraft
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderRefineResponse parses an HTTP response from a PostBuilderRefineWithResponse call
+func ParsePostBuilderRefineResponse(rsp *http.Response) (*PostBuilderRefineResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderRefineResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BuilderDraft
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
 
 	}
 
