@@ -12,6 +12,7 @@ import (
 //	POST /builder/generate   a description in, a complete definition out
 //	POST /builder/refine     a definition and an instruction in, the changed definition and its diff out
 //	POST /builder/build      validate, run the suite, save the agent (enabled or disabled)
+//	POST /builder/try        one message to a draft before it is saved (nothing saved)
 //
 // Each request is its own accounting run under llm.studio's per-build
 // allowance (ledger source builder).
@@ -24,6 +25,7 @@ func (f *BuilderFeature) Register(r fiber.Router) {
 	r.Post("/builder/generate", f.generate)
 	r.Post("/builder/refine", f.refine)
 	r.Post("/builder/build", f.build)
+	r.Post("/builder/try", f.try)
 }
 
 type builderModel struct {
@@ -106,4 +108,24 @@ func (f *BuilderFeature) build(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(res)
+}
+
+type tryBody struct {
+	Definition string `json:"definition"`
+	Text       string `json:"text"`
+}
+
+func (f *BuilderFeature) try(c *fiber.Ctx) error {
+	if err := Require(c, auth.PermWrite); err != nil {
+		return err
+	}
+	var b tryBody
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	res, err := f.Builder.Try(c.UserContext(), builder.TryRequest{Definition: b.Definition, Text: b.Text, Who: builderWho(c)})
+	if err != nil {
+		return err
+	}
+	return c.JSON(res)
 }

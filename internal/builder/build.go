@@ -115,27 +115,9 @@ func (s *Service) Build(ctx context.Context, req BuildRequest) (*BuildResult, er
 	r := s.newRun(req.Who, Model{}, &cat)
 	res := &BuildResult{ID: def.ID, Enabled: req.Enabled}
 	if req.Evals != nil && len(req.Evals.Cases) > 0 {
-		provider, model := def.LLM.Provider, def.LLM.Model
-		if provider == "" {
-			provider = cat.DefaultProvider
-		}
-		if model == "" {
-			if ms := cat.Providers[provider]; len(ms) > 0 {
-				model = ms[0]
-			}
-		}
-		maxTokens := def.LLM.MaxTokens
-		if maxTokens <= 0 {
-			maxTokens = EvalMaxTokens
-		}
 		passed := true
 		for i, c := range req.Evals.Cases {
-			var msgs []llm.Message
-			if def.SystemPrompt != "" {
-				msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: def.SystemPrompt})
-			}
-			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: c.Input})
-			resp, err := r.call(ctx, provider, model, msgs, maxTokens)
+			resp, err := r.ask(ctx, &cat, def, c.Input)
 			if err != nil {
 				return nil, err
 			}
@@ -170,4 +152,69 @@ func (s *Service) Build(ctx context.Context, req BuildRequest) (*BuildResult, er
 	r.settleSpent(ctx)
 	res.File, res.Spent = filepath.Base(saved.File), r.spent
 	return res, nil
+}
+
+// ask sends one message to a draft: its provider and model with its system
+// prompt, without tools (the draft is not saved, so nothing may run on its
+// behalf), charged to the request's run.
+func (r *run) ask(ctx context.Context, cat *Catalog, def *agentdef.Definition, text string) (*llm.Response, error) {
+	provider, model := def.LLM.Provider, def.LLM.Model
+	if provider == "" {
+		provider = cat.DefaultProvider
+	}
+	if model == "" {
+		if ms := cat.Providers[provider]; len(ms) > 0 {
+			model = ms[0]
+		}
+	}
+	maxTokens := def.LLM.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = EvalMaxTokens
+	}
+	var msgs []llm.Message
+	if def.SystemPrompt != "" {
+		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: def.SystemPrompt})
+	}
+	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: text})
+	return r.call(ctx, provider, model, msgs, maxTokens)
+}
+
+// TryRequest sends one message to a draft before it is saved (the
+// console's chat pane).
+type TryRequest struct {
+	Definition string
+	Text       string
+	Who        Who
+}
+
+// TryReply is the draft's answer.
+type TryReply struct {
+	Reply string `json:"reply"`
+	Spent Spent  `json:"spent"`
+}
+
+// Try checks a draft like Build and sends it one message; nothing is saved.
+func (s *Service) Try(ctx context.Context, req TryRequest) (*TryReply, error) {
+	switch {
+	case strings.TrimSpace(req.Definition) == "":
+		return nil, invalid("definition", "is required: the YAML text of the agent")
+	case len(req.Definition) > MaxDefinition:
+		return nil, invalid("definition", "is %d bytes; at most %d are accepted", len(req.Definition), MaxDefinition)
+	case strings.TrimSpace(req.Text) == "":
+		return nil, invalid("text", "is required")
+	case len(req.Text) > MaxDescription:
+		return nil, invalid("text", "is %d bytes; at most %d are accepted", len(req.Text), MaxDescription)
+	}
+	cat := s.Catalog()
+	def, err := cat.parse(req.Definition)
+	if err != nil {
+		return nil, err
+	}
+	r := s.newRun(req.Who, Model{}, &cat)
+	resp, err := r.ask(ctx, &cat, def, req.Text)
+	if err != nil {
+		return nil, err
+	}
+	r.settleSpent(ctx)
+	return &TryReply{Reply: resp.Content, Spent: r.spent}, nil
 }

@@ -1851,6 +1851,20 @@ type BuilderSpent struct {
 	RunID        string  `json:"run_id,omitempty,omitzero"`
 }
 
+// BuilderTryReply defines model for BuilderTryReply.
+type BuilderTryReply struct {
+	Reply string `json:"reply,omitempty,omitzero"`
+
+	// Spent what the request's accounting run used (ledger source builder, run_id build_...)
+	Spent BuilderSpent `json:"spent,omitempty,omitzero"`
+}
+
+// BuilderTryRequest defines model for BuilderTryRequest.
+type BuilderTryRequest struct {
+	Definition string `json:"definition"`
+	Text       string `json:"text"`
+}
+
 // Channel A channel. The webhook channel has id, type, enabled, settings, overridden and status. A messaging channel (type telegram, slack, discord or whatsapp) adds adapter (its receiver's state) and messages (inbound counts); its status counts the replies and other messages sent on it as deliveries.
 type Channel struct {
 	// Adapter A messaging channel's receiver, as this gateway process sees it (messaging channels only).
@@ -3748,6 +3762,9 @@ type PostBuilderGenerateJSONRequestBody = BuilderGenerateRequest
 // PostBuilderRefineJSONRequestBody defines body for PostBuilderRefine for application/json ContentType.
 type PostBuilderRefineJSONRequestBody = BuilderRefineRequest
 
+// PostBuilderTryJSONRequestBody defines body for PostBuilderTry for application/json ContentType.
+type PostBuilderTryJSONRequestBody = BuilderTryRequest
+
 // PatchChannelsIDJSONRequestBody defines body for PatchChannelsID for application/json ContentType.
 type PatchChannelsIDJSONRequestBody PatchChannelsIDJSONBody
 
@@ -4536,6 +4553,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
 	PostBuilderRefine(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderTryWithBody Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderTry Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTry(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetChannels List channels
 	//
@@ -5701,6 +5736,44 @@ func (c *Client) PostBuilderRefineWithBody(ctx context.Context, contentType stri
 // Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
 func (c *Client) PostBuilderRefine(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostBuilderRefineRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderTryWithBody Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *Client) PostBuilderTryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderTryRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderTry Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *Client) PostBuilderTry(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderTryRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8285,6 +8358,46 @@ func NewPostBuilderRefineRequestWithBody(server string, contentType string, body
 	}
 
 	operationPath := fmt.Sprintf("/builder/refine")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderTryRequest calls the generic PostBuilderTry builder with application/json body
+func NewPostBuilderTryRequest(server string, body PostBuilderTryJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderTryRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderTryRequestWithBody constructs an http.Request for the PostBuilderTry method, with any body, and a specified content type
+func NewPostBuilderTryRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/try")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -12324,6 +12437,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
 	PostBuilderRefineWithResponse(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error)
 
+	// PostBuilderTryWithBodyWithResponse Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error)
+
+	// PostBuilderTryWithResponse Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTryWithResponse(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error)
+
 	// GetChannelsWithResponse List channels
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -14265,6 +14396,75 @@ func (r PostBuilderRefineResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostBuilderRefineResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderTryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BuilderTryReply
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostBuilderTryResponse) GetJSON200() *BuilderTryReply {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderTryResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderTryResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderTryResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderTryResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderTryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderTryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderTryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderTryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19814,6 +20014,36 @@ func (c *ClientWithResponses) PostBuilderRefineWithResponse(ctx context.Context,
 	return ParsePostBuilderRefineResponse(rsp)
 }
 
+// PostBuilderTryWithBodyWithResponse Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *ClientWithResponses) PostBuilderTryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error) {
+	rsp, err := c.PostBuilderTryWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderTryResponse(rsp)
+}
+
+// PostBuilderTryWithResponse Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *ClientWithResponses) PostBuilderTryWithResponse(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error) {
+	rsp, err := c.PostBuilderTry(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderTryResponse(rsp)
+}
+
 // GetChannelsWithResponse List channels
 //
 // Returns a wrapper object for the known response body format(s).
@@ -22122,6 +22352,60 @@ func ParsePostBuilderRefineResponse(rsp *http.Response) (*PostBuilderRefineRespo
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderTryResponse parses an HTTP response from a PostBuilderTryWithResponse call
+func ParsePostBuilderTryResponse(rsp *http.Response) (*PostBuilderTryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderTryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BuilderTryReply
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest Error
