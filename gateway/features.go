@@ -23,6 +23,7 @@ func (s *Services) Features() []api.Feature {
 		&api.ChannelsFeature{Channels: s.Channels, Messaging: s.Messaging, Deliveries: s.Deliveries, Store: s.gw.Store},
 		&api.SchedulesFeature{Schedules: s.Schedules},
 		&api.KnowledgeFeature{Knowledge: s.Knowledge},
+		&api.VoiceFeature{Voice: s.Voice},
 	}
 	fs = append(fs, s.adminFeatures()...)
 	return fs

@@ -31,6 +31,7 @@ import (
 	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/vector"
+	"github.com/agentryhq/agentry/internal/voice"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/worker"
 )
@@ -61,6 +62,8 @@ type Services struct {
 	Costs *costs.Controller
 	// Builder drafts and saves agents (gateway/builder.go).
 	Builder *builder.Service
+	// Voice mints and meters realtime voice sessions (gateway/voice.go).
+	Voice *voice.Service
 	// Events is the event stream (events table + in-process fan-out).
 	Events *events.Bus
 	// TaskRuns starts and cancels workboard task runs (TaskRun workflows).
@@ -148,6 +151,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	go s.Costs.RunReaper(bg)
 	s.AgentFiles = agentdef.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
 	s.addBuilder()
+	s.addVoice()
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	s.addPackageInstalls(bg)

@@ -281,7 +281,7 @@ func (s *Server) respond(ctx context.Context, ss *session, c *websocket.Conn, au
 	s.mu.Unlock()
 	s.send(ctx, ss, c, map[string]any{"type": "response.done", "response": map[string]any{"id": rid, "status": "completed",
 		"usage": map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "total_tokens": u.TotalTokens,
-			"input_token_details": map[string]any{"audio_tokens": u.InputTokens, "text_tokens": 0},
+			"input_token_details":  map[string]any{"audio_tokens": u.InputTokens, "text_tokens": 0},
 			"output_token_details": map[string]any{"audio_tokens": u.OutputTokens, "text_tokens": 0}}}})
 }
 

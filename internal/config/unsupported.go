@@ -18,7 +18,6 @@ var unsupported = []unsupportedKey{
 	// full-text until it is wired in.
 	{"memory.vector", flag(func(c *Config) bool { return c.Memory.Vector })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},
-	{"voice", flag(func(c *Config) bool { return len(c.Voice) > 0 })},
 	{"credentials.provider", flag(func(c *Config) bool { return c.Credentials.Provider != "" && c.Credentials.Provider != "local" })},
 	{"plugins_config", flag(func(c *Config) bool { return len(c.PluginsConfig) > 0 })},
 	{"plugin_dirs", flag(func(c *Config) bool { return len(c.PluginDirs) > 0 })},

@@ -30,6 +30,7 @@ func Validate(c *Config) error {
 	validateVector(c, bad)
 	validateKnowledge(&c.Knowledge, bad)
 	validateSandbox(c, bad)
+	validateVoice(c.Voice, bad)
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
 	}

@@ -3411,6 +3411,35 @@ type Variance struct {
 	VarianceUSD      float64 `json:"variance_usd,omitempty,omitzero"`
 }
 
+// VoiceSession defines model for VoiceSession.
+type VoiceSession struct {
+	AgentID string `json:"agent_id,omitempty,omitzero"`
+
+	// ClientSecret short-lived key for the client's realtime connection
+	ClientSecret string `json:"client_secret,omitempty,omitzero"`
+
+	// ExpiresAt when the client secret stops opening sessions
+	ExpiresAt time.Time `json:"expires_at,omitempty,omitzero"`
+
+	// ID the provider's session id
+	ID string `json:"id,omitempty,omitzero"`
+
+	// MaxSeconds when the gateway ends the session
+	MaxSeconds int64  `json:"max_seconds,omitempty,omitzero"`
+	Model      string `json:"model,omitempty,omitzero"`
+
+	// RunID the ledger run of the session (voice_...)
+	RunID string `json:"run_id,omitempty,omitzero"`
+
+	// URL the provider's realtime WebSocket
+	URL string `json:"url,omitempty,omitzero"`
+}
+
+// VoiceSessionRequest defines model for VoiceSessionRequest.
+type VoiceSessionRequest struct {
+	AgentID string `json:"agent_id"`
+}
+
 // WebhookMapping payload mapping of a trigger: webhook agent (docs/webhooks.md)
 type WebhookMapping struct {
 	IncludeRaw    bool   `json:"include_raw,omitempty,omitzero"`
@@ -3818,6 +3847,9 @@ type PostSkillsInstallJSONRequestBody = SkillInstallRequest
 
 // PostV1ChatCompletionsJSONRequestBody defines body for PostV1ChatCompletions for application/json ContentType.
 type PostV1ChatCompletionsJSONRequestBody = OpenAIChatRequest
+
+// PostVoiceSessionsJSONRequestBody defines body for PostVoiceSessions for application/json ContentType.
+type PostVoiceSessionsJSONRequestBody = VoiceSessionRequest
 
 // PostWebhooksAgentIDJSONRequestBody defines body for PostWebhooksAgentID for application/json ContentType.
 type PostWebhooksAgentIDJSONRequestBody = PostWebhooksAgentIDJSONBody
@@ -5166,6 +5198,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/models (the `GetV1Models` operationId).
 	GetV1Models(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostVoiceSessionsWithBody Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostVoiceSessions Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessions(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostWebhooksAgentIDWithBody Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 	//
@@ -7219,6 +7275,50 @@ func (c *Client) PostV1ChatCompletions(ctx context.Context, params *PostV1ChatCo
 // Corresponds with GET /v1/models (the `GetV1Models` operationId).
 func (c *Client) GetV1Models(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetV1ModelsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostVoiceSessionsWithBody Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *Client) PostVoiceSessionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostVoiceSessionsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostVoiceSessions Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *Client) PostVoiceSessions(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostVoiceSessionsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -11306,6 +11406,46 @@ func NewGetV1ModelsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPostVoiceSessionsRequest calls the generic PostVoiceSessions builder with application/json body
+func NewPostVoiceSessionsRequest(server string, body PostVoiceSessionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostVoiceSessionsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostVoiceSessionsRequestWithBody constructs an http.Request for the PostVoiceSessions method, with any body, and a specified content type
+func NewPostVoiceSessionsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/voice/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPostWebhooksAgentIDRequest calls the generic PostWebhooksAgentID builder with application/json body
 func NewPostWebhooksAgentIDRequest(server string, agentID AgentID, params *PostWebhooksAgentIDParams, body PostWebhooksAgentIDJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -13147,6 +13287,30 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/models (the `GetV1Models` operationId).
 	GetV1ModelsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetV1ModelsResponse, error)
+
+	// PostVoiceSessionsWithBodyWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error)
+
+	// PostVoiceSessionsWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessionsWithResponse(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error)
 
 	// PostWebhooksAgentIDWithBodyWithResponse Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 	//
@@ -18385,6 +18549,96 @@ func (r GetV1ModelsResponse) ContentType() string {
 	return ""
 }
 
+type PostVoiceSessionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *VoiceSession
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON201() *VoiceSession {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostVoiceSessionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostVoiceSessionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostVoiceSessionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostVoiceSessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PostWebhooksAgentIDResponse200Headers the declared response headers of an HTTP 200 response for PostWebhooksAgentID
 type PostWebhooksAgentIDResponse200Headers struct {
 	IdempotentReplayed string
@@ -21245,6 +21499,42 @@ func (c *ClientWithResponses) GetV1ModelsWithResponse(ctx context.Context, reqEd
 		return nil, err
 	}
 	return ParseGetV1ModelsResponse(rsp)
+}
+
+// PostVoiceSessionsWithBodyWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *ClientWithResponses) PostVoiceSessionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error) {
+	rsp, err := c.PostVoiceSessionsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostVoiceSessionsResponse(rsp)
+}
+
+// PostVoiceSessionsWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *ClientWithResponses) PostVoiceSessionsWithResponse(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error) {
+	rsp, err := c.PostVoiceSessions(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostVoiceSessionsResponse(rsp)
 }
 
 // PostWebhooksAgentIDWithBodyWithResponse Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
@@ -25371,6 +25661,81 @@ func ParseGetV1ModelsResponse(rsp *http.Response) (*GetV1ModelsResponse, error) 
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostVoiceSessionsResponse parses an HTTP response from a PostVoiceSessionsWithResponse call
+func ParsePostVoiceSessionsResponse(rsp *http.Response) (*PostVoiceSessionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostVoiceSessionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest VoiceSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
