@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,51 @@ func TestVoiceMintRefusals(t *testing.T) {
 	}
 	if f.Mints() != 0 {
 		t.Fatalf("%d sessions minted", f.Mints())
+	}
+}
+
+// `agentry voice setup` checks the provider by minting a client secret,
+// writes the section (the key's variable name, never the key), writes
+// nothing when the check fails, and is refused for a remote target.
+func TestCLIVoiceSetup(t *testing.T) {
+	f := fakerealtime.New()
+	if err := f.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	h := newHome(t)
+	file := filepath.Join(h.WS, "config.yaml")
+	os.MkdirAll(h.WS, 0o755)
+	os.WriteFile(file, []byte("# mine\nlog:\n  level: info\n"), 0o644)
+	args := []string{"voice", "setup", "--model", "gpt-realtime", "--base-url", f.BaseURL(), "--api-key-env", "FAKE_VOICE_KEY", "--max-session-seconds", "120"}
+
+	r := h.runWith(map[string]string{"FAKE_VOICE_KEY": "wrong"}, "", args...)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "401") {
+		t.Fatalf("a wrong key: %s", r)
+	}
+	if data, _ := os.ReadFile(file); string(data) != "# mine\nlog:\n  level: info\n" {
+		t.Fatalf("a failed check wrote %q", data)
+	}
+	r = h.runWith(map[string]string{"FAKE_VOICE_KEY": f.APIKey}, "", append([]string{"--json"}, args...)...)
+	expectCode(t, r, 0, "voice setup")
+	expectContains(t, r.Stdout, `"checked": true`, "json")
+	data, _ := os.ReadFile(file)
+	for _, want := range []string{"# mine", "level: info", "provider: openai", "model: gpt-realtime", "api_key_env: FAKE_VOICE_KEY", "max_session_seconds: 120"} {
+		if !strings.Contains(string(data), want) {
+			t.Fatalf("config.yaml lacks %q:\n%s", want, data)
+		}
+	}
+	if strings.Contains(string(data), f.APIKey) {
+		t.Fatal("the key was written")
+	}
+	before, _ := os.ReadFile(file)
+	r = h.runWith(map[string]string{"FAKE_VOICE_KEY": f.APIKey}, "", append([]string{"--gateway", "http://192.0.2.10:18789"}, args...)...)
+	expectCode(t, r, 1, "remote voice setup")
+	expectContains(t, r.Stderr, "no local files changed", "remote refusal")
+	if after, _ := os.ReadFile(file); string(after) != string(before) {
+		t.Fatal("the refused setup changed config.yaml")
+	}
+	if f.Mints() != 1 {
+		t.Fatalf("%d mints: the refused setup reached the provider", f.Mints())
 	}
 }
