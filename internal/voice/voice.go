@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -240,4 +241,22 @@ func providerMessage(err error) string {
 		return fmt.Sprintf("%d %s", ae.StatusCode, http.StatusText(ae.StatusCode))
 	}
 	return "the provider could not be reached"
+}
+
+// ConsoleOrigins are the origins the console's push-to-talk panel connects
+// to: the provider's realtime WebSocket (ws:// or wss:// of voice.base_url's
+// host). None when voice is off.
+func ConsoleOrigins(cfg config.VoiceConfig) []string {
+	if cfg.Provider == "" {
+		return nil
+	}
+	u, err := url.Parse(baseURL(cfg))
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	scheme := "wss"
+	if u.Scheme == "http" {
+		scheme = "ws"
+	}
+	return []string{scheme + "://" + u.Host}
 }
