@@ -318,6 +318,9 @@ func (s *Services) Stop() {
 	if s.worker != nil {
 		s.worker.Stop()
 	}
+	if s.Voice != nil {
+		s.Voice.Close() // settles open sessions before the controller closes
+	}
 	if s.Costs != nil {
 		s.Costs.Close()
 	}

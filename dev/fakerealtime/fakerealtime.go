@@ -285,16 +285,17 @@ func (s *Server) respond(ctx context.Context, ss *session, c *websocket.Conn, au
 			"output_token_details": map[string]any{"audio_tokens": u.OutputTokens, "text_tokens": 0}}}})
 }
 
-// send writes a server event to the client and copies it to the session's
-// control connections.
+// send copies a server event to the session's control connections, then
+// writes it to the client (so a client that leaves at once after
+// response.done never beats the control connection's copy).
 func (s *Server) send(ctx context.Context, ss *session, c *websocket.Conn, ev map[string]any) {
-	wsjson.Write(ctx, c, ev)
 	s.mu.Lock()
 	controls := append([]*websocket.Conn(nil), ss.controls...)
 	s.mu.Unlock()
 	for _, cc := range controls {
 		wsjson.Write(ctx, cc, ev)
 	}
+	wsjson.Write(ctx, c, ev)
 }
 
 func (s *Server) control(w http.ResponseWriter, r *http.Request, id string) {
@@ -309,11 +310,15 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no such call")
 		return
 	}
+	// Registered under the lock it is accepted under: a client that
+	// connects as soon as the gateway's dial returns already has its
+	// events copied here.
+	s.mu.Lock()
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
+		s.mu.Unlock()
 		return
 	}
-	s.mu.Lock()
 	ended := ss.ended
 	if !ended {
 		ss.controls = append(ss.controls, c)

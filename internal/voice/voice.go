@@ -65,7 +65,27 @@ type Service struct {
 	// HTTP is the client of the provider (nil: a default one).
 	HTTP *http.Client
 
-	wg sync.WaitGroup
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+func (s *Service) stopCh() chan struct{} {
+	s.stopOnce.Do(func() { s.stopped = make(chan struct{}) })
+	return s.stopped
+}
+
+// Close ends every session now (hung up at the provider, settled from the
+// usage seen so far) and waits for their settlements: call it before the
+// cost controller closes.
+func (s *Service) Close() {
+	ch := s.stopCh()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+	s.wg.Wait()
 }
 
 // Session is a minted session: what the browser needs to connect.
@@ -183,6 +203,13 @@ func (s *Service) monitor(ctl *websocket.Conn, limit time.Duration) (llm.Usage, 
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	defer ctl.CloseNow()
+	go func() {
+		select {
+		case <-s.stopCh():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	ctl.SetReadLimit(16 << 20)
 	var total llm.Usage
 	reported := false
@@ -229,9 +256,6 @@ func (s *Service) hangup(cfg config.VoiceConfig, key, id string) {
 		resp.Body.Close()
 	}
 }
-
-// Wait waits for every session's metering to finish (tests, shutdown).
-func (s *Service) Wait() { s.wg.Wait() }
 
 // providerMessage is the provider's status without the request (which
 // carries no key, but the message is the provider's to word).
