@@ -159,15 +159,5 @@ func writeVoice(path, provider, model, baseURL, keyEnv string, seconds int) erro
 		}
 		return err
 	}
-	check := func(data []byte) error {
-		cfg := config.Defaults()
-		if err := config.Parse(data, path, &cfg); err != nil {
-			return err
-		}
-		if err := config.Validate(&cfg); err != nil {
-			return fmt.Errorf("%s would not be valid, nothing written: %w", path, err)
-		}
-		return nil
-	}
-	return config.EditFile(path, edit, check)
+	return config.EditFile(path, edit, validConfig(path))
 }
