@@ -19,7 +19,11 @@ const consoleCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img
 // mountConsole serves the operator console's static files at / (GET and
 // HEAD only). The files hold no data: everything they show comes from
 // /api/v1 with the credential the operator signs in with.
-func (s *Server) mountConsole(assets fs.FS) {
+func (s *Server) mountConsole(assets fs.FS, connect ...string) {
+	csp := consoleCSP
+	if len(connect) > 0 {
+		csp = strings.Replace(csp, "connect-src 'self'", "connect-src 'self' "+strings.Join(connect, " "), 1)
+	}
 	serve := func(c *fiber.Ctx) error {
 		name := strings.TrimPrefix(path.Clean("/"+c.Params("*")), "/")
 		if name == "" {
@@ -34,7 +38,7 @@ func (s *Server) mountConsole(assets fs.FS) {
 			ctype = http.DetectContentType(data)
 		}
 		c.Set(fiber.HeaderContentType, ctype)
-		c.Set(fiber.HeaderContentSecurityPolicy, consoleCSP)
+		c.Set(fiber.HeaderContentSecurityPolicy, csp)
 		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 		c.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 		// Assets change with the binary; revalidating is cheap on loopback

@@ -68,6 +68,9 @@ type Deps struct {
 	// Console is the operator console's file tree, served at / and
 	// /console/*; nil serves none (server.gui off).
 	Console fs.FS
+	// ConsoleConnect are further origins the console may connect to (the
+	// voice provider's realtime WebSocket, docs/voice.md).
+	ConsoleConnect []string
 	// StorageFull is told of every write refused for lack of space (the
 	// database check then reports it; nil: nobody listens).
 	StorageFull func()
@@ -125,7 +128,7 @@ func New(d Deps) *Server {
 	s.app.Get("/health/live", s.live)
 	s.registerMetrics()
 	if d.Console != nil {
-		s.mountConsole(d.Console)
+		s.mountConsole(d.Console, d.ConsoleConnect...)
 	}
 	for _, f := range d.Public {
 		f.Register(s.app)

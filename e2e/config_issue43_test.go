@@ -17,9 +17,9 @@ func TestConfigAPIRefusesUnsupportedKeysAndShowsLimits(t *testing.T) {
 	os.WriteFile(file, []byte("log:\n  level: info\n"), 0o644)
 
 	p := g.Do("PATCH", "/api/v1/config", map[string]any{"set": map[string]any{
-		"log.level": "debug", "memory.vector": true, "runtime.python_path": "/usr/bin/python3", "voice.provider": "x"}})
+		"log.level": "debug", "memory.vector": true, "runtime.python_path": "/usr/bin/python3", "queue.type": "nats"}})
 	msg := fmt.Sprint(p.JSON["error"])
-	if p.Status != 400 || !strings.Contains(msg, "not supported yet: memory.vector, voice (") {
+	if p.Status != 400 || !strings.Contains(msg, "not supported yet: memory.vector, queue (") {
 		t.Fatalf("patch with unsupported keys: %d %s", p.Status, p.Raw)
 	}
 	if data, _ := os.ReadFile(file); string(data) != "log:\n  level: info\n" {

@@ -23,6 +23,7 @@ func (s *Services) Features() []api.Feature {
 		&api.ChannelsFeature{Channels: s.Channels, Messaging: s.Messaging, Deliveries: s.Deliveries, Store: s.gw.Store},
 		&api.SchedulesFeature{Schedules: s.Schedules},
 		&api.KnowledgeFeature{Knowledge: s.Knowledge},
+		&api.VoiceFeature{Voice: s.Voice},
 	}
 	fs = append(fs, s.adminFeatures()...)
 	return fs
@@ -48,6 +49,7 @@ func (s *Services) adminFeatures() []api.Feature {
 		&api.DiagnosticsFeature{Router: s.Router},
 		&api.AgentPackagesFeature{Packages: s.packageService()},
 		&api.PackageInstallsFeature{Installs: s.PackageInstalls},
+		&api.BuilderFeature{Builder: s.Builder},
 	}
 	if s.gw.Logs != nil {
 		fs = append(fs, &api.LogsFeature{Logs: s.gw.Logs})

@@ -30,6 +30,7 @@ import (
 	"github.com/agentryhq/agentry/internal/scrub"
 	"github.com/agentryhq/agentry/internal/telemetry"
 	"github.com/agentryhq/agentry/internal/temporalconn"
+	"github.com/agentryhq/agentry/internal/voice"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -168,6 +169,7 @@ func Start(ctx context.Context, opts Options) (g *Gateway, err error) {
 	}
 	if cfg.Server.GUIEnabled() {
 		deps.Console = console.Assets()
+		deps.ConsoleConnect = voice.ConsoleOrigins(cfg.Voice)
 	}
 	g.api = api.New(deps)
 	g.services.StartChannels()

@@ -9,6 +9,7 @@ import (
 	"github.com/agentryhq/agentry/internal/agent"
 	"github.com/agentryhq/agentry/internal/agentdef"
 	"github.com/agentryhq/agentry/internal/approvals"
+	"github.com/agentryhq/agentry/internal/builder"
 	"github.com/agentryhq/agentry/internal/channels"
 	"github.com/agentryhq/agentry/internal/chat"
 	"github.com/agentryhq/agentry/internal/config"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentryhq/agentry/internal/skills"
 	"github.com/agentryhq/agentry/internal/taskruns"
 	"github.com/agentryhq/agentry/internal/vector"
+	"github.com/agentryhq/agentry/internal/voice"
 	"github.com/agentryhq/agentry/internal/webhook"
 	"github.com/agentryhq/agentry/worker"
 )
@@ -59,6 +61,10 @@ type Services struct {
 	Secrets *secrets.Store
 	// Costs is LLM cost governance, the Router's admission gate.
 	Costs *costs.Controller
+	// Builder drafts and saves agents (gateway/builder.go).
+	Builder *builder.Service
+	// Voice mints and meters realtime voice sessions (gateway/voice.go).
+	Voice *voice.Service
 	// Events is the event stream (events table + in-process fan-out).
 	Events *events.Bus
 	// TaskRuns starts and cancels workboard task runs (TaskRun workflows).
@@ -154,6 +160,8 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Router.SetGate(s.Costs.Observed(g.auditRejection))
 	go s.Costs.RunReaper(bg)
 	s.AgentFiles = agentdef.NewFiles(cfg.Workspace.AgentsDir(), s.Agents)
+	s.addBuilder()
+	s.addVoice()
 	s.addWorkboard()
 	s.addReconciliation(bg)
 	s.addPackageInstalls(bg)
@@ -319,6 +327,9 @@ func (s *Services) Stop() {
 	}
 	if s.worker != nil {
 		s.worker.Stop()
+	}
+	if s.Voice != nil {
+		s.Voice.Close() // settles open sessions before the controller closes
 	}
 	if s.Costs != nil {
 		s.Costs.Close()

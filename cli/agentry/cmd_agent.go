@@ -182,7 +182,8 @@ func (a *App) agentCommand() *cobra.Command {
 			return nil
 		},
 	}
-	return group("agent", "Manage agents", list, get, create, validate, enable, disable, trigger, del, a.agentPackageCommand())
+	cmds := []*cobra.Command{list, get, create, validate, enable, disable, trigger, del, a.agentPackageCommand()}
+	return group("agent", "Manage agents", append(cmds, a.builderCommands()...)...)
 }
 
 func (a *App) printAgent(ag *apiclient.Agent) {

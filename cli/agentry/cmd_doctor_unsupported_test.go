@@ -16,7 +16,7 @@ import (
 func TestDoctorListsUnsupportedKeys(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, []byte("voice: {provider: x}\nqueue: {type: nats}\ncli: {gateway_url: 'http://127.0.0.1:1'}\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("memory: {vector: true}\nqueue: {type: nats}\ncli: {gateway_url: 'http://127.0.0.1:1'}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := config.MapEnv(map[string]string{"AGENTRY_WORKSPACE": dir, "AGENTRY_CONFIG_PATH": path, "HOME": dir})
@@ -32,7 +32,7 @@ func TestDoctorListsUnsupportedKeys(t *testing.T) {
 			line = l
 		}
 	}
-	if !strings.Contains(line, "fail") || !strings.Contains(line, "queue, voice: not supported yet") {
+	if !strings.Contains(line, "fail") || !strings.Contains(line, "memory.vector, queue: not supported yet") {
 		t.Fatalf("doctor's unsupported keys row: %q\n%s", line, out.String())
 	}
 }

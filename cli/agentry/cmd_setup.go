@@ -184,7 +184,13 @@ func (a *App) writeSetup(path string, ans setupAnswers) error {
 		set([]string{"log", "level"}, config.StringNode(ans.LogLevel))
 		return err
 	}
-	check := func(data []byte) error {
+	return config.EditFile(path, edit, validConfig(path))
+}
+
+// validConfig is the check of config.EditFile: the edited text must load
+// with the gateway's own loader, or nothing is written.
+func validConfig(path string) func(data []byte) error {
+	return func(data []byte) error {
 		cfg := config.Defaults()
 		if err := config.Parse(data, path, &cfg); err != nil {
 			return err
@@ -194,5 +200,4 @@ func (a *App) writeSetup(path string, ans setupAnswers) error {
 		}
 		return nil
 	}
-	return config.EditFile(path, edit, check)
 }

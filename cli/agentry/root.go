@@ -117,6 +117,7 @@ server.api_key or the workspace's generated key).`,
 		a.taskCommand(),
 		a.packageCommand(),
 		a.knowledgeCommand(),
+		a.voiceCommand(),
 	)
 	return root
 }

@@ -62,7 +62,7 @@ type seenRequest struct {
 	Headers map[string]any
 }
 
-func newSession(t *testing.T, chrome, base string) *session {
+func newSession(t *testing.T, chrome, base string, extra ...chromedp.ExecAllocatorOption) *session {
 	t.Helper()
 	shots := os.Getenv("AGENTRY_CONSOLE_SCREENSHOTS")
 	if shots == "" {
@@ -75,6 +75,7 @@ func newSession(t *testing.T, chrome, base string) *session {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 800),
 		chromedp.Flag("disable-dev-shm-usage", true))
+	opts = append(opts, extra...)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	// chromedp logs CDP events it does not model (newer Chromium sends
 	// some); they are noise for these tests.

@@ -69,6 +69,9 @@ type Definition struct {
 	// model gets one ask_<peer> tool per peer. The registry checks them on
 	// load (peers.go): unknown ids and delegation cycles are errors.
 	Peers []string `yaml:"peers,omitempty" json:"peers,omitempty"`
+	// Voice opts the agent into realtime voice sessions (docs/voice.md):
+	// POST /voice/sessions mints them only for such agents.
+	Voice bool `yaml:"voice,omitempty" json:"voice,omitempty"`
 
 	// File is where the definition was read from.
 	File string `yaml:"-" json:"-"`

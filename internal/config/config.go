@@ -29,7 +29,7 @@ type Config struct {
 	RateLimit     RateLimitConfig   `yaml:"rate_limit" env:", prefix=RATE_LIMIT_"`
 	Telemetry     TelemetryConfig   `yaml:"telemetry" env:", prefix=TELEMETRY_"`
 	Hooks         []HookConfig      `yaml:"hooks,omitempty"`
-	Voice         map[string]any    `yaml:"voice,omitempty"`
+	Voice         VoiceConfig       `yaml:"voice,omitempty" env:", prefix=VOICE_"`
 	PluginsConfig map[string]any    `yaml:"plugins_config,omitempty"`
 	Registries    []RegistryConfig  `yaml:"registries,omitempty"`
 	AgentDirs     []string          `yaml:"agent_dirs,omitempty" env:"AGENT_DIRS"`
@@ -199,6 +199,26 @@ type ProviderConfig struct {
 	Timeout            time.Duration  `yaml:"timeout,omitempty" env:"TIMEOUT"`
 	MaxRetries         int            `yaml:"max_retries,omitempty" env:"MAX_RETRIES"`
 	Extra              map[string]any `yaml:",inline"`
+}
+
+// VoiceConfig is realtime voice (docs/voice.md): an OpenAI-Realtime-
+// compatible provider the gateway mints short-lived client sessions with.
+// Keys this version does not know are kept in Extra (files written for the
+// older free-form section still load).
+type VoiceConfig struct {
+	// Provider names the provider in the ledger and costs.pricing
+	// (<provider>/<model>); empty turns voice off.
+	Provider string `yaml:"provider,omitempty" env:"PROVIDER"`
+	Model    string `yaml:"model,omitempty" env:"MODEL"`
+	// BaseURL is the API root (https://api.openai.com/v1 when empty).
+	BaseURL string `yaml:"base_url,omitempty" env:"BASE_URL"`
+	// APIKeyEnv names the variable holding the provider key; preferred to APIKey.
+	APIKeyEnv string `yaml:"api_key_env,omitempty" env:"API_KEY_ENV"`
+	APIKey    string `yaml:"api_key,omitempty" env:"API_KEY"`
+	// MaxSessionSeconds caps a session's length [300]; the worst case of
+	// that length is reserved before a session is minted.
+	MaxSessionSeconds int            `yaml:"max_session_seconds,omitempty" env:"MAX_SESSION_SECONDS"`
+	Extra             map[string]any `yaml:",inline"`
 }
 
 // StudioConfig is the per-build allowance of the builder surface.

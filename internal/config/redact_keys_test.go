@@ -216,7 +216,12 @@ var shownInGetConfig = map[string]bool{
 	"temporal.worker.enabled":                          true,
 	"updates.manifest_url":                             true,
 	"vector.backend":                                   true,
-	"voice":                                            true,
+	"voice.api_key":                                    false,
+	"voice.api_key_env":                                true,
+	"voice.base_url":                                   true,
+	"voice.max_session_seconds":                        true,
+	"voice.model":                                      true,
+	"voice.provider":                                   true,
 	"workboard.enabled":                                true,
 }
 

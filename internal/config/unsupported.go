@@ -18,7 +18,6 @@ var unsupported = []unsupportedKey{
 	// full-text until it is wired in.
 	{"memory.vector", flag(func(c *Config) bool { return c.Memory.Vector })},
 	{"queue", flag(func(c *Config) bool { return len(c.Queue) > 0 })},
-	{"voice", flag(func(c *Config) bool { return len(c.Voice) > 0 })},
 	{"storage.backend: external", func(c *Config) []string { return when(c.Storage.Backend == "external", "storage.backend: external") }},
 	// server.tls serves with cert_file and key_file; these two are read
 	// only under temporal.tls (a client's settings).

@@ -31,6 +31,7 @@ func Validate(c *Config) error {
 	validateKnowledge(&c.Knowledge, bad)
 	validateSandbox(c, bad)
 	validateCredentials(&c.Credentials, bad)
+	validateVoice(c.Voice, bad)
 	if c.Server.Port < 0 || c.Server.Port > 65535 {
 		bad("server.port", "%d is not a TCP port (0-65535)", c.Server.Port)
 	}

@@ -25,7 +25,7 @@ func tokensForBytes(n int) int64 {
 // EstimateInputTokens estimates the prompt tokens of a request: messages,
 // tool calls and results, and tool definitions.
 func EstimateInputTokens(req llm.Request) int64 {
-	var n int64 = perRequestOverhead
+	var n int64 = perRequestOverhead + max(req.ReserveInputTokens, 0)
 	for _, m := range req.Messages {
 		b := len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
 		for _, tc := range m.ToolCalls {

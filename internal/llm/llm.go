@@ -100,6 +100,10 @@ type Request struct {
 	// embedded (EmbeddingProvider), one vector per text in Response.Embeddings; Messages, Tools and
 	// MaxTokens are not used and governance allows no output tokens.
 	Input []string
+	// ReserveInputTokens, when positive, is input the admission counts
+	// besides the messages: what a realtime voice session may take in audio,
+	// which no message text tells (internal/voice). Providers never see it.
+	ReserveInputTokens int64
 	// Dimensions asks an embedding model that supports it (OpenAI's text-embedding-3) for vectors
 	// of that length; 0 leaves the model's own.
 	Dimensions int

@@ -23,6 +23,10 @@ const (
 	SourceScheduled = "scheduled"
 	SourceEval      = "eval"
 	SourceBuilder   = "builder"
+	// SourceVoice is a realtime voice session (internal/voice): admitted
+	// once for its worst case before it is minted, settled from the
+	// provider's usage when it ends.
+	SourceVoice     = "voice"
 	SourceEmbedding = "embedding"
 	// SourceChannel is a messaging channel's message (Telegram, Slack ...).
 	SourceChannel = "channel"

@@ -1751,6 +1751,120 @@ type BreakerStatus struct {
 // BreakerStatusState defines model for BreakerStatus.State.
 type BreakerStatusState string
 
+// BuilderBuildRequest defines model for BuilderBuildRequest.
+type BuilderBuildRequest struct {
+	// Definition YAML text of the agent (at most 64 KiB)
+	Definition string `json:"definition"`
+
+	// Enabled save it enabled (default disabled)
+	Enabled bool             `json:"enabled,omitempty,omitzero"`
+	Evals   BuilderEvalSuite `json:"evals,omitempty,omitzero"`
+
+	// Overwrite replace an agent with the same id (else 409 exists)
+	Overwrite bool `json:"overwrite,omitempty,omitzero"`
+}
+
+// BuilderBuildResult defines model for BuilderBuildResult.
+type BuilderBuildResult struct {
+	Enabled bool                `json:"enabled,omitempty,omitzero"`
+	Evals   []BuilderEvalResult `json:"evals,omitempty,omitzero"`
+
+	// File file name in the workspace agents folder
+	File string `json:"file,omitempty,omitzero"`
+	ID   string `json:"id,omitempty,omitzero"`
+
+	// Spent what the request's accounting run used (ledger source builder, run_id build_...)
+	Spent BuilderSpent `json:"spent,omitempty,omitzero"`
+}
+
+// BuilderDraft defines model for BuilderDraft.
+type BuilderDraft struct {
+	Attempts int64 `json:"attempts,omitempty,omitzero"`
+
+	// Definition YAML text
+	Definition string `json:"definition,omitempty,omitzero"`
+
+	// Diff unified diff from the given definition (refine)
+	Diff string `json:"diff,omitempty,omitzero"`
+	ID   string `json:"id,omitempty,omitzero"`
+
+	// Spent what the request's accounting run used (ledger source builder, run_id build_...)
+	Spent BuilderSpent `json:"spent,omitempty,omitzero"`
+}
+
+// BuilderEvalCase defines model for BuilderEvalCase.
+type BuilderEvalCase struct {
+	ExpectedContains []string `json:"expected_contains,omitempty,omitzero"`
+	Input            string   `json:"input"`
+	Name             string   `json:"name,omitempty,omitzero"`
+}
+
+// BuilderEvalResult defines model for BuilderEvalResult.
+type BuilderEvalResult struct {
+	Missing []string `json:"missing,omitempty,omitzero"`
+	Name    string   `json:"name,omitempty,omitzero"`
+	Passed  bool     `json:"passed,omitempty,omitzero"`
+	Reply   string   `json:"reply,omitempty,omitzero"`
+}
+
+// BuilderEvalSuite defines model for BuilderEvalSuite.
+type BuilderEvalSuite struct {
+	Cases []BuilderEvalCase `json:"cases,omitempty,omitzero"`
+	Name  string            `json:"name,omitempty,omitzero"`
+}
+
+// BuilderGenerateRequest defines model for BuilderGenerateRequest.
+type BuilderGenerateRequest struct {
+	// Builder the builder's own model; empty takes llm.default_provider and its default_model
+	Builder BuilderModel `json:"builder,omitempty,omitzero"`
+
+	// Description what the agent should do (at most 16 KiB)
+	Description string `json:"description"`
+
+	// ID the id the definition must have
+	ID string `json:"id,omitempty,omitzero"`
+}
+
+// BuilderModel the builder's own model; empty takes llm.default_provider and its default_model
+type BuilderModel struct {
+	Model    string `json:"model,omitempty,omitzero"`
+	Provider string `json:"provider,omitempty,omitzero"`
+}
+
+// BuilderRefineRequest defines model for BuilderRefineRequest.
+type BuilderRefineRequest struct {
+	// Builder the builder's own model; empty takes llm.default_provider and its default_model
+	Builder BuilderModel `json:"builder,omitempty,omitzero"`
+
+	// Definition YAML text of the agent (at most 64 KiB); must parse
+	Definition  string `json:"definition"`
+	Instruction string `json:"instruction"`
+}
+
+// BuilderSpent what the request's accounting run used (ledger source builder, run_id build_...)
+type BuilderSpent struct {
+	Calls        int64   `json:"calls,omitempty,omitzero"`
+	CostMicros   int64   `json:"cost_micros,omitempty,omitzero"`
+	CostUSD      float64 `json:"cost_usd,omitempty,omitzero"`
+	InputTokens  int64   `json:"input_tokens,omitempty,omitzero"`
+	OutputTokens int64   `json:"output_tokens,omitempty,omitzero"`
+	RunID        string  `json:"run_id,omitempty,omitzero"`
+}
+
+// BuilderTryReply defines model for BuilderTryReply.
+type BuilderTryReply struct {
+	Reply string `json:"reply,omitempty,omitzero"`
+
+	// Spent what the request's accounting run used (ledger source builder, run_id build_...)
+	Spent BuilderSpent `json:"spent,omitempty,omitzero"`
+}
+
+// BuilderTryRequest defines model for BuilderTryRequest.
+type BuilderTryRequest struct {
+	Definition string `json:"definition"`
+	Text       string `json:"text"`
+}
+
 // Channel A channel. The webhook channel has id, type, enabled, settings, overridden and status. A messaging channel (type telegram, slack, discord or whatsapp) adds adapter (its receiver's state) and messages (inbound counts); its status counts the replies and other messages sent on it as deliveries.
 type Channel struct {
 	// Adapter A messaging channel's receiver, as this gateway process sees it (messaging channels only).
@@ -3347,6 +3461,35 @@ type Variance struct {
 	VarianceUSD      float64 `json:"variance_usd,omitempty,omitzero"`
 }
 
+// VoiceSession defines model for VoiceSession.
+type VoiceSession struct {
+	AgentID string `json:"agent_id,omitempty,omitzero"`
+
+	// ClientSecret short-lived key for the client's realtime connection
+	ClientSecret string `json:"client_secret,omitempty,omitzero"`
+
+	// ExpiresAt when the client secret stops opening sessions
+	ExpiresAt time.Time `json:"expires_at,omitempty,omitzero"`
+
+	// ID the provider's session id
+	ID string `json:"id,omitempty,omitzero"`
+
+	// MaxSeconds when the gateway ends the session
+	MaxSeconds int64  `json:"max_seconds,omitempty,omitzero"`
+	Model      string `json:"model,omitempty,omitzero"`
+
+	// RunID the ledger run of the session (voice_...)
+	RunID string `json:"run_id,omitempty,omitzero"`
+
+	// URL the provider's realtime WebSocket
+	URL string `json:"url,omitempty,omitzero"`
+}
+
+// VoiceSessionRequest defines model for VoiceSessionRequest.
+type VoiceSessionRequest struct {
+	AgentID string `json:"agent_id"`
+}
+
 // WebhookMapping payload mapping of a trigger: webhook agent (docs/webhooks.md)
 type WebhookMapping struct {
 	IncludeRaw    bool   `json:"include_raw,omitempty,omitzero"`
@@ -3689,6 +3832,18 @@ type PostAgentsAgentIDTriggerJSONRequestBody = TriggerRequest
 // PostApprovalsIDJSONRequestBody defines body for PostApprovalsID for application/json ContentType.
 type PostApprovalsIDJSONRequestBody PostApprovalsIDJSONBody
 
+// PostBuilderBuildJSONRequestBody defines body for PostBuilderBuild for application/json ContentType.
+type PostBuilderBuildJSONRequestBody = BuilderBuildRequest
+
+// PostBuilderGenerateJSONRequestBody defines body for PostBuilderGenerate for application/json ContentType.
+type PostBuilderGenerateJSONRequestBody = BuilderGenerateRequest
+
+// PostBuilderRefineJSONRequestBody defines body for PostBuilderRefine for application/json ContentType.
+type PostBuilderRefineJSONRequestBody = BuilderRefineRequest
+
+// PostBuilderTryJSONRequestBody defines body for PostBuilderTry for application/json ContentType.
+type PostBuilderTryJSONRequestBody = BuilderTryRequest
+
 // PatchChannelsIDJSONRequestBody defines body for PatchChannelsID for application/json ContentType.
 type PatchChannelsIDJSONRequestBody PatchChannelsIDJSONBody
 
@@ -3742,6 +3897,9 @@ type PostSkillsInstallJSONRequestBody = SkillInstallRequest
 
 // PostV1ChatCompletionsJSONRequestBody defines body for PostV1ChatCompletions for application/json ContentType.
 type PostV1ChatCompletionsJSONRequestBody = OpenAIChatRequest
+
+// PostVoiceSessionsJSONRequestBody defines body for PostVoiceSessions for application/json ContentType.
+type PostVoiceSessionsJSONRequestBody = VoiceSessionRequest
 
 // PostWebhooksAgentIDJSONRequestBody defines body for PostWebhooksAgentID for application/json ContentType.
 type PostWebhooksAgentIDJSONRequestBody = PostWebhooksAgentIDJSONBody
@@ -4426,6 +4584,76 @@ type ClientInterface interface {
 	// Corresponds with POST /approvals/{id} (the `PostApprovalsID` operationId).
 	PostApprovalsID(ctx context.Context, id int64, body PostApprovalsIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PostBuilderBuildWithBody Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuildWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderBuild Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuild(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderGenerateWithBody Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderGenerate Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerate(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderRefineWithBody Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefineWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderRefine Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefine(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderTryWithBody Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostBuilderTry Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTry(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetChannels List channels
 	//
 	// Corresponds with GET /channels (the `GetChannels` operationId).
@@ -5038,6 +5266,30 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/models (the `GetV1Models` operationId).
 	GetV1Models(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PostVoiceSessionsWithBody Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostVoiceSessions Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessions(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PostWebhooksAgentIDWithBody Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 	//
 	// The body is mapped by the agent's `webhook` mapping (text, user, thread, session).
@@ -5495,6 +5747,156 @@ func (c *Client) PostApprovalsIDWithBody(ctx context.Context, id int64, contentT
 // Corresponds with POST /approvals/{id} (the `PostApprovalsID` operationId).
 func (c *Client) PostApprovalsID(ctx context.Context, id int64, body PostApprovalsIDJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostApprovalsIDRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderBuildWithBody Validate a definition, run its eval suite and save it (write)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *Client) PostBuilderBuildWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderBuildRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderBuild Validate a definition, run its eval suite and save it (write)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *Client) PostBuilderBuild(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderBuildRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderGenerateWithBody Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *Client) PostBuilderGenerateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderGenerateRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderGenerate Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *Client) PostBuilderGenerate(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderGenerateRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderRefineWithBody Change a definition as instructed, with the unified diff (write)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *Client) PostBuilderRefineWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderRefineRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderRefine Change a definition as instructed, with the unified diff (write)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *Client) PostBuilderRefine(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderRefineRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderTryWithBody Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *Client) PostBuilderTryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderTryRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostBuilderTry Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *Client) PostBuilderTry(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostBuilderTryRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6997,6 +7399,50 @@ func (c *Client) GetV1Models(ctx context.Context, reqEditors ...RequestEditorFn)
 	return c.Client.Do(req)
 }
 
+// PostVoiceSessionsWithBody Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *Client) PostVoiceSessionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostVoiceSessionsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostVoiceSessions Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *Client) PostVoiceSessions(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostVoiceSessionsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PostWebhooksAgentIDWithBody Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 //
 // The body is mapped by the agent's `webhook` mapping (text, user, thread, session).
@@ -8006,6 +8452,166 @@ func NewPostApprovalsIDRequestWithBody(server string, id int64, contentType stri
 	}
 
 	operationPath := fmt.Sprintf("/approvals/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderBuildRequest calls the generic PostBuilderBuild builder with application/json body
+func NewPostBuilderBuildRequest(server string, body PostBuilderBuildJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderBuildRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderBuildRequestWithBody constructs an http.Request for the PostBuilderBuild method, with any body, and a specified content type
+func NewPostBuilderBuildRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/build")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderGenerateRequest calls the generic PostBuilderGenerate builder with application/json body
+func NewPostBuilderGenerateRequest(server string, body PostBuilderGenerateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderGenerateRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderGenerateRequestWithBody constructs an http.Request for the PostBuilderGenerate method, with any body, and a specified content type
+func NewPostBuilderGenerateRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/generate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderRefineRequest calls the generic PostBuilderRefine builder with application/json body
+func NewPostBuilderRefineRequest(server string, body PostBuilderRefineJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderRefineRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderRefineRequestWithBody constructs an http.Request for the PostBuilderRefine method, with any body, and a specified content type
+func NewPostBuilderRefineRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/refine")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostBuilderTryRequest calls the generic PostBuilderTry builder with application/json body
+func NewPostBuilderTryRequest(server string, body PostBuilderTryJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostBuilderTryRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostBuilderTryRequestWithBody constructs an http.Request for the PostBuilderTry method, with any body, and a specified content type
+func NewPostBuilderTryRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/builder/try")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -10995,6 +11601,46 @@ func NewGetV1ModelsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPostVoiceSessionsRequest calls the generic PostVoiceSessions builder with application/json body
+func NewPostVoiceSessionsRequest(server string, body PostVoiceSessionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostVoiceSessionsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostVoiceSessionsRequestWithBody constructs an http.Request for the PostVoiceSessions method, with any body, and a specified content type
+func NewPostVoiceSessionsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/voice/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPostWebhooksAgentIDRequest calls the generic PostWebhooksAgentID builder with application/json body
 func NewPostWebhooksAgentIDRequest(server string, agentID AgentID, params *PostWebhooksAgentIDParams, body PostWebhooksAgentIDJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -12074,6 +12720,76 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /approvals/{id} (the `PostApprovalsID` operationId).
 	PostApprovalsIDWithResponse(ctx context.Context, id int64, body PostApprovalsIDJSONRequestBody, reqEditors ...RequestEditorFn) (*PostApprovalsIDResponse, error)
 
+	// PostBuilderBuildWithBodyWithResponse Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuildWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error)
+
+	// PostBuilderBuildWithResponse Validate a definition, run its eval suite and save it (write)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+	PostBuilderBuildWithResponse(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error)
+
+	// PostBuilderGenerateWithBodyWithResponse Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error)
+
+	// PostBuilderGenerateWithResponse Draft an agent definition from a description (write)
+	//
+	// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+	// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+	// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+	// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+	PostBuilderGenerateWithResponse(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error)
+
+	// PostBuilderRefineWithBodyWithResponse Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefineWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error)
+
+	// PostBuilderRefineWithResponse Change a definition as instructed, with the unified diff (write)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+	PostBuilderRefineWithResponse(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error)
+
+	// PostBuilderTryWithBodyWithResponse Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error)
+
+	// PostBuilderTryWithResponse Send one message to a draft before it is saved (write)
+	//
+	// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+	PostBuilderTryWithResponse(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error)
+
 	// GetChannelsWithResponse List channels
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -12789,6 +13505,30 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/models (the `GetV1Models` operationId).
 	GetV1ModelsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetV1ModelsResponse, error)
+
+	// PostVoiceSessionsWithBodyWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error)
+
+	// PostVoiceSessionsWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+	//
+	// Admits the session's worst case for voice.max_session_seconds with the cost controller
+	// (ledger source voice) before minting; the answer carries a short-lived client secret for
+	// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+	// ends the session at max_seconds and settles from the provider's usage.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+	PostVoiceSessionsWithResponse(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error)
 
 	// PostWebhooksAgentIDWithBodyWithResponse Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 	//
@@ -13803,6 +14543,310 @@ func (r PostApprovalsIDResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostApprovalsIDResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderBuildResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *BuilderBuildResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON201() *BuilderBuildResult {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderBuildResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderBuildResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderBuildResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderBuildResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderBuildResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderGenerateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BuilderDraft
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON200() *BuilderDraft {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderGenerateResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderGenerateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderGenerateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderGenerateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderGenerateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderRefineResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BuilderDraft
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON200() *BuilderDraft {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderRefineResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderRefineResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderRefineResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderRefineResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderRefineResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostBuilderTryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BuilderTryReply
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostBuilderTryResponse) GetJSON200() *BuilderTryReply {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostBuilderTryResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostBuilderTryResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostBuilderTryResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostBuilderTryResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PostBuilderTryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostBuilderTryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostBuilderTryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostBuilderTryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17874,6 +18918,96 @@ func (r GetV1ModelsResponse) ContentType() string {
 	return ""
 }
 
+type PostVoiceSessionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *VoiceSession
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON201() *VoiceSession {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON402() *Error {
+	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON502() *Error {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostVoiceSessionsResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostVoiceSessionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostVoiceSessionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostVoiceSessionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostVoiceSessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PostWebhooksAgentIDResponse200Headers the declared response headers of an HTTP 200 response for PostWebhooksAgentID
 type PostWebhooksAgentIDResponse200Headers struct {
 	IdempotentReplayed string
@@ -19415,6 +20549,124 @@ func (c *ClientWithResponses) PostApprovalsIDWithResponse(ctx context.Context, i
 	return ParsePostApprovalsIDResponse(rsp)
 }
 
+// PostBuilderBuildWithBodyWithResponse Validate a definition, run its eval suite and save it (write)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *ClientWithResponses) PostBuilderBuildWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error) {
+	rsp, err := c.PostBuilderBuildWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderBuildResponse(rsp)
+}
+
+// PostBuilderBuildWithResponse Validate a definition, run its eval suite and save it (write)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/build (the `PostBuilderBuild` operationId).
+func (c *ClientWithResponses) PostBuilderBuildWithResponse(ctx context.Context, body PostBuilderBuildJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderBuildResponse, error) {
+	rsp, err := c.PostBuilderBuild(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderBuildResponse(rsp)
+}
+
+// PostBuilderGenerateWithBodyWithResponse Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *ClientWithResponses) PostBuilderGenerateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error) {
+	rsp, err := c.PostBuilderGenerateWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderGenerateResponse(rsp)
+}
+
+// PostBuilderGenerateWithResponse Draft an agent definition from a description (write)
+//
+// One accounting run under llm.studio.max_build_tokens / max_build_cost_usd (ledger source
+// builder). The draft names only providers, models, tools, MCP servers, knowledge bases,
+// channels, skills and peers that exist here and the allowlists admit; an invalid draft is
+// sent back to the model with its problems (at most 3 drafts). Nothing is saved.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/generate (the `PostBuilderGenerate` operationId).
+func (c *ClientWithResponses) PostBuilderGenerateWithResponse(ctx context.Context, body PostBuilderGenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderGenerateResponse, error) {
+	rsp, err := c.PostBuilderGenerate(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderGenerateResponse(rsp)
+}
+
+// PostBuilderRefineWithBodyWithResponse Change a definition as instructed, with the unified diff (write)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *ClientWithResponses) PostBuilderRefineWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error) {
+	rsp, err := c.PostBuilderRefineWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderRefineResponse(rsp)
+}
+
+// PostBuilderRefineWithResponse Change a definition as instructed, with the unified diff (write)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/refine (the `PostBuilderRefine` operationId).
+func (c *ClientWithResponses) PostBuilderRefineWithResponse(ctx context.Context, body PostBuilderRefineJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderRefineResponse, error) {
+	rsp, err := c.PostBuilderRefine(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderRefineResponse(rsp)
+}
+
+// PostBuilderTryWithBodyWithResponse Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *ClientWithResponses) PostBuilderTryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error) {
+	rsp, err := c.PostBuilderTryWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderTryResponse(rsp)
+}
+
+// PostBuilderTryWithResponse Send one message to a draft before it is saved (write)
+//
+// The draft's model and system prompt, without tools; charged to the request's own builder run. Nothing is saved.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /builder/try (the `PostBuilderTry` operationId).
+func (c *ClientWithResponses) PostBuilderTryWithResponse(ctx context.Context, body PostBuilderTryJSONRequestBody, reqEditors ...RequestEditorFn) (*PostBuilderTryResponse, error) {
+	rsp, err := c.PostBuilderTry(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostBuilderTryResponse(rsp)
+}
+
 // GetChannelsWithResponse List channels
 //
 // Returns a wrapper object for the known response body format(s).
@@ -20659,6 +21911,42 @@ func (c *ClientWithResponses) GetV1ModelsWithResponse(ctx context.Context, reqEd
 	return ParseGetV1ModelsResponse(rsp)
 }
 
+// PostVoiceSessionsWithBodyWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *ClientWithResponses) PostVoiceSessionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error) {
+	rsp, err := c.PostVoiceSessionsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostVoiceSessionsResponse(rsp)
+}
+
+// PostVoiceSessionsWithResponse Mint a realtime voice session for an agent with voice (docs/voice.md)
+//
+// Admits the session's worst case for voice.max_session_seconds with the cost controller
+// (ledger source voice) before minting; the answer carries a short-lived client secret for
+// the provider's realtime WebSocket (the provider key never leaves the gateway). The gateway
+// ends the session at max_seconds and settles from the provider's usage.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /voice/sessions (the `PostVoiceSessions` operationId).
+func (c *ClientWithResponses) PostVoiceSessionsWithResponse(ctx context.Context, body PostVoiceSessionsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostVoiceSessionsResponse, error) {
+	rsp, err := c.PostVoiceSessions(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostVoiceSessionsResponse(rsp)
+}
+
 // PostWebhooksAgentIDWithBodyWithResponse Run a trigger-webhook agent on any JSON body (synchronous, or durable with ?async=true)
 //
 // The body is mapped by the agent's `webhook` mapping (text, user, thread, session).
@@ -21581,6 +22869,250 @@ func ParsePostApprovalsIDResponse(rsp *http.Response) (*PostApprovalsIDResponse,
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderBuildResponse parses an HTTP response from a PostBuilderBuildWithResponse call
+func ParsePostBuilderBuildResponse(rsp *http.Response) (*PostBuilderBuildResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderBuildResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest BuilderBuildResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderGenerateResponse parses an HTTP response from a PostBuilderGenerateWithResponse call
+func ParsePostBuilderGenerateResponse(rsp *http.Response) (*PostBuilderGenerateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderGenerateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BuilderDraft
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderRefineResponse parses an HTTP response from a PostBuilderRefineWithResponse call
+func ParsePostBuilderRefineResponse(rsp *http.Response) (*PostBuilderRefineResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderRefineResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BuilderDraft
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostBuilderTryResponse parses an HTTP response from a PostBuilderTryWithResponse call
+func ParsePostBuilderTryResponse(rsp *http.Response) (*PostBuilderTryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostBuilderTryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BuilderTryReply
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
 
 	}
 
@@ -24645,6 +26177,81 @@ func ParseGetV1ModelsResponse(rsp *http.Response) (*GetV1ModelsResponse, error) 
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostVoiceSessionsResponse parses an HTTP response from a PostVoiceSessionsWithResponse call
+func ParsePostVoiceSessionsResponse(rsp *http.Response) (*PostVoiceSessionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostVoiceSessionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest VoiceSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

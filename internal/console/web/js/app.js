@@ -1,5 +1,5 @@
 // The console shell: sign-in, navigation between pages (#/board,
-// #/approvals, #/chat, #/costs, #/agents, #/channels[/<id>], #/memory, #/knowledge) and returning to sign-in when the credential stops
+// #/approvals, #/chat, #/costs, #/agents, #/channels[/<id>], #/memory, #/knowledge, #/builder, #/voice) and returning to sign-in when the credential stops
 // working. Each page module exports render(main, ctx) and may return a
 // function that stops what it started (streams, timers).
 import * as api from "./api.js";
@@ -12,8 +12,10 @@ import * as approvals from "./approvals.js";
 import * as channels from "./channels.js";
 import * as memory from "./memory.js";
 import * as knowledge from "./knowledge.js";
+import * as builder from "./builder.js";
+import * as voice from "./voice.js";
 
-const pages = { board, approvals, chat, costs, agents, channels, memory, knowledge };
+const pages = { board, approvals, chat, costs, agents, channels, memory, knowledge, builder, voice };
 const main = document.getElementById("main");
 const header = document.querySelector("header.top");
 let cleanup = null;
