@@ -183,4 +183,3 @@ func TestPostgresVisibilityDefaultsToSuffixedDatabase(t *testing.T) {
 		t.Fatalf("same database twice: err = %v", err)
 	}
 }
-
