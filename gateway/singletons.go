@@ -48,4 +48,3 @@ func (s *Services) HoldsSingleton(name string) bool { return s.leases.Holds(name
 
 // SingletonHolder is this process's holder id in singleton_leases.
 func (s *Services) SingletonHolder() string { return s.leases.HolderID() }
-
