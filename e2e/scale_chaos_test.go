@@ -88,7 +88,8 @@ func TestScaleChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	slow := fakellm.Duration(400 * time.Millisecond)
+	// Turns of task runs take 2 s, so runs are in flight at every kill.
+	slow := fakellm.Duration(2 * time.Second)
 	fake.Script(
 		fakellm.Rule{Contains: "wrote", Delay: slow, Reply: "Report written."},
 		fakellm.Rule{Contains: "Chaos task", Delay: slow, ToolCalls: []fakellm.ToolCall{fakellm.NewToolCall("write_file", map[string]string{"path": "report.md", "content": "chaos\n"})}},
@@ -119,6 +120,12 @@ func TestScaleChaos(t *testing.T) {
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`runtime:
   ssrf: {enabled: true, allow_loopback: true}
   delivery: {initial_interval: 100ms, max_interval: 1s, retry_for: 5m, attempt_timeout: 5s}
+costs:
+  reservation_ttl: 4s
+  enforcement_mode: hard
+  daily_budget_usd: 50.00
+  pricing:
+    ollama/llama3.2: {input_per_mtok: 1, output_per_mtok: 2, source: test, version: t1, effective_date: "2024-01-01"}
 channels:
   webhook: {enabled: true, url: %q}
 hooks:
@@ -227,18 +234,15 @@ hooks:
 	}
 	kill := func(what string, pr *proc) {
 		pr.p.Kill(t)
-		t.Logf("%s: SIGKILLed (%d provider calls so far)", what, fake.CallCount())
+		t.Logf("%s: SIGKILLed (%d provider calls so far, %d of %d runs finished)", what, fake.CallCount(), finished(), runs)
 		time.Sleep(time.Second)
 		start(pr)
 		t.Logf("%s: restarted", what)
 	}
-	time.Sleep(time.Second)
 	kill("gateway 1", gws[0])
-	time.Sleep(time.Second)
 	kill("worker 1", wks[0])
-	time.Sleep(time.Second)
 	temporal.Kill(t)
-	t.Logf("temporal: SIGKILLed (%d provider calls so far)", fake.CallCount())
+	t.Logf("temporal: SIGKILLed (%d provider calls so far, %d of %d runs finished)", fake.CallCount(), finished(), runs)
 	time.Sleep(time.Second)
 	temporal = startTemporal()
 	t.Logf("temporal: restarted")
@@ -268,8 +272,7 @@ hooks:
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := context.Background()
 	db, err := pgx.Connect(ctx, appDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +280,8 @@ hooks:
 	defer db.Close(ctx)
 	count := func(q string, args ...any) int {
 		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		var n int
 		if err := db.QueryRow(ctx, q, args...).Scan(&n); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -284,16 +289,66 @@ hooks:
 		return n
 	}
 	// The ledger settles a call right after its answer: wait for the last.
-	var ledger, calls int
+	// Provider calls by what asked: chats ("chat N"), firings ("tick"),
+	// task-run turns (the task's prompt, then the tool result).
+	byKind := func() map[string]int {
+		n := map[string]int{}
+		for _, c := range fake.Calls() {
+			switch {
+			case strings.HasPrefix(c.LastUserMessage, "chat"):
+				n["chat"]++
+			case strings.HasPrefix(c.LastUserMessage, "tick"):
+				n["scheduled"]++
+			default:
+				n["task"]++
+			}
+		}
+		return n
+	}
+	ledgerBy := func() map[string]int {
+		n := map[string]int{}
+		rows, err := db.Query(ctx, "SELECT source, count(*) FROM cost_ledger GROUP BY source")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var src string
+			var c int
+			_ = rows.Scan(&src, &c)
+			n[src] = c
+		}
+		return n
+	}
+	// The ledger settles a call right after its answer: wait for the last.
+	var ledger, calls map[string]int
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		ledger, calls = count("SELECT count(*) FROM cost_ledger"), fake.CallCount()
-		if ledger == calls || time.Now().After(deadline) {
+		ledger, calls = ledgerBy(), byKind()
+		if (ledger["chat"] == calls["chat"] && ledger["scheduled"] == calls["scheduled"]) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if ledger != calls {
-		t.Errorf("ledger rows %d, provider calls %d: want a row per call", ledger, calls)
+	// Chats and firings: a ledger row per provider call.
+	for _, k := range []string{"chat", "scheduled"} {
+		if ledger[k] != calls[k] {
+			t.Errorf("%s: ledger rows %d, provider calls %d: want a row per call", k, ledger[k], calls[k])
+		}
+	}
+	// Task runs: every finished turn paid once (two turns a run: the tool
+	// call, the reply). A turn in flight at a kill is asked again and
+	// settled under the same call id, so the provider saw it twice and the
+	// ledger once (see the report: the interrupted attempt is not priced).
+	if ledger["task"] != 2*runs {
+		t.Errorf("task runs: %d ledger rows, want %d (2 turns x %d runs, each paid once)", ledger["task"], 2*runs, runs)
+	}
+	repeated := calls["task"] - ledger["task"]
+	if repeated < 0 {
+		t.Errorf("task runs: fewer provider calls (%d) than ledger rows (%d)", calls["task"], ledger["task"])
+	}
+	const budgetMicros = 50_000_000
+	if spent := count("SELECT coalesce(sum(cost_micros), 0) FROM cost_ledger"); spent > budgetMicros {
+		t.Errorf("spend %d micros over the %d budget", spent, budgetMicros)
 	}
 	if dup := count("SELECT count(*) FROM (SELECT call_id FROM cost_ledger GROUP BY call_id HAVING count(*) > 1) d"); dup != 0 {
 		t.Errorf("%d provider calls paid twice", dup)
@@ -317,7 +372,7 @@ hooks:
 		t.Errorf("singleton leases: %d, want the 5 default duties", n)
 	}
 	t.Logf("figures: %d task runs (%d turns' provider calls), %d chats ok / %d refused or failed during kills, %d firings, "+
-		"%d hook deliveries (%d repeated POSTs of an id), %d channel deliveries (%d repeated), ledger %d rows = %d calls; load done in %s",
-		runs, calls, chatOK, chatFailed, firings, hookIDs, hookRepeats, chanIDs, chanRepeats, ledger, calls, loadDone.Round(time.Millisecond))
+		"%d hook deliveries (%d repeated POSTs of an id), %d channel deliveries (%d repeated), ledger %v, provider calls %v (%d turns in flight at a kill asked again); load done in %s",
+		runs, calls["task"], chatOK, chatFailed, firings, hookIDs, hookRepeats, chanIDs, chanRepeats, ledger, calls, repeated, loadDone.Round(time.Millisecond))
 	_ = temporal
 }
