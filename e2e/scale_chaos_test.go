@@ -243,9 +243,32 @@ hooks:
 	kill("worker 1", wks[0])
 	temporal.Kill(t)
 	t.Logf("temporal: SIGKILLed (%d provider calls so far, %d of %d runs finished)", fake.CallCount(), finished(), runs)
-	time.Sleep(time.Second)
+	// With Temporal gone, starting a run is a 503 with Retry-After that
+	// changes nothing; once it is back, the same request succeeds without
+	// restarting the gateway.
+	late := wbCall(t, gws[1].base, key, "POST", wb+"/tasks", map[string]any{"title": fmt.Sprintf("Chaos task %d", runs), "agent_id": "writer"})
+	if late.Status != 201 {
+		t.Fatalf("create task with Temporal down: %d %s", late.Status, late.Raw)
+	}
+	lateID := int64(late.JSON["id"].(float64))
+	down := wbCall(t, gws[1].base, key, "POST", fmt.Sprintf("%s/tasks/%d/run", wb, lateID), nil)
+	if down.Status != 503 || down.Header.Get("Retry-After") == "" {
+		t.Errorf("start a run with Temporal down: %d (Retry-After %q) %s, want 503 with Retry-After", down.Status, down.Header.Get("Retry-After"), down.Raw)
+	}
 	temporal = startTemporal()
 	t.Logf("temporal: restarted")
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		up := wbCall(t, gws[1].base, key, "POST", fmt.Sprintf("%s/tasks/%d/run", wb, lateID), nil)
+		if up.Status == 202 {
+			refs = append(refs, runRef{lateID, int64(up.JSON["id"].(float64))})
+			runs++
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("start a run after Temporal came back: %d %s", up.Status, up.Raw)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 
 	deadline := time.Now().Add(3 * time.Minute)
 	for finished() < runs {
