@@ -187,6 +187,10 @@ func OpenStore(ctx context.Context, cfg *config.Loaded, log *slog.Logger) (*mode
 	}
 	st, err := models.Open(ctx, opts)
 	if err != nil {
+		if opts.Driver == "postgres" {
+			// The key to fix, without the DSN (it carries the password).
+			return nil, fmt.Errorf("open postgres database (storage.dsn, AGENTRY_STORAGE_DSN): %w", err)
+		}
 		return nil, fmt.Errorf("open %s database: %w", opts.Driver, err)
 	}
 	return st, nil

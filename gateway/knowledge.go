@@ -45,6 +45,6 @@ func (s *Services) addKnowledge(ctx context.Context) error {
 		s.Knowledge.Embedder = emb
 	}
 	s.Toolbox.Knowledge = s.Knowledge
-	go s.Knowledge.RunSweeper(s.bg, KnowledgeSweepInterval)
+	s.singleton(s.bg, DutyKnowledgeSweeper, func(ctx context.Context) { s.Knowledge.RunSweeper(ctx, KnowledgeSweepInterval) })
 	return nil
 }

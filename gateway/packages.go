@@ -88,7 +88,7 @@ func (s *Services) addPackageInstalls(bg context.Context) {
 		Packages: s.packageService(), WorkDir: filepath.Join(cfg.Workspace.DataDir(), "package-installs"),
 		TrustedKeys: func() []ed25519.PublicKey { return trusted }, Log: s.log, SSRF: SSRFPolicy(&cfg.Config),
 		HostBuilds: pkginstall.HostBuildPolicy{Edition: cfg.Server.Edition, Catalog: cfg.PackageInstalls.HostBuildCatalog}}
-	go s.PackageInstalls.RunResume(bg, PackageInstallResumeInterval)
+	s.singleton(bg, DutyPackageInstallResume, func(ctx context.Context) { s.PackageInstalls.RunResume(ctx, PackageInstallResumeInterval) })
 }
 
 // PackageInstallResumeInterval is how often jobs without a workflow (one

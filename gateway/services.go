@@ -18,6 +18,7 @@ import (
 	"github.com/agentryhq/agentry/internal/detached"
 	"github.com/agentryhq/agentry/internal/events"
 	"github.com/agentryhq/agentry/internal/knowledge"
+	"github.com/agentryhq/agentry/internal/lease"
 	"github.com/agentryhq/agentry/internal/llm"
 	"github.com/agentryhq/agentry/internal/mcp"
 	"github.com/agentryhq/agentry/internal/memory"
@@ -48,6 +49,8 @@ type Services struct {
 	cancel context.CancelFunc
 	// bg lives until Stop: background work of the services.
 	bg context.Context
+	// leases runs the singleton duties once across the fleet (gateway/singletons.go).
+	leases *lease.Elector
 
 	Agents  *agentdef.Registry
 	Router  *llm.Router
@@ -117,6 +120,7 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	cfg := g.Config
 	bg, cancel := context.WithCancel(detached.Context(ctx))
 	s := &Services{gw: g, log: log, cancel: cancel, bg: bg}
+	s.leases = newElector(g, log)
 
 	router, err := NewRouter(&cfg.Config)
 	if err != nil {
@@ -218,12 +222,13 @@ func (s *Services) addDelivery(bg context.Context) error {
 	s.Deliveries = &delivery.Service{Temporal: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Store: g.Store, Channels: s.Channels, Retry: retry}
 	// Deliveries recorded by a process that died before starting their
 	// workflow are started now and by a sweep every minute.
-	go s.Deliveries.RunSweeper(bg, s.log)
+	s.singleton(bg, DutyDeliverySweeper, func(ctx context.Context) { s.Deliveries.RunSweeper(ctx, s.log) })
 	s.Schedules = &schedules.Manager{Client: g.Temporal, Agents: s.Agents, Store: g.Store, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log}
 	s.Agents.OnChange(s.Schedules.Notify)
-	go s.Schedules.Run(bg)
+	s.singleton(bg, DutyScheduleSync, s.Schedules.Run)
 	if len(hooks) > 0 {
-		(&delivery.Hooks{Hooks: hooks, Events: s.Events, Store: g.Store, Deliveries: s.Deliveries, Log: s.log}).Run(bg)
+		h := &delivery.Hooks{Hooks: hooks, Events: s.Events, Store: g.Store, Deliveries: s.Deliveries, Log: s.log}
+		s.singleton(bg, DutyEventHooks, func(ctx context.Context) { h.Run(ctx); <-ctx.Done() })
 	}
 	return nil
 }
@@ -238,7 +243,7 @@ func (s *Services) addReconciliation(bg context.Context) {
 	s.Costs.SetReconciliation(s.Reconcile.Report)
 	s.Reconciler = &reconcile.Scheduler{Client: g.Temporal, TaskQueue: cfg.Temporal.TaskQueue, Log: s.log, Service: s.Reconcile,
 		Enabled: rc.Enabled && len(rc.Providers) > 0, Interval: rc.Interval}
-	go s.Reconciler.Run(bg)
+	s.singleton(bg, DutyReconcileSchedule, s.Reconciler.Run)
 }
 
 // addMCP connects the MCP servers of config.yaml and those registered
@@ -286,7 +291,7 @@ func (s *Services) addWorkboard() {
 		}}
 	// Runs queued by a process that died before starting their workflow
 	// are failed now and by a sweep every minute (they stayed queued).
-	go s.TaskRuns.RunSweeper(s.bg, s.log)
+	s.singleton(s.bg, DutyTaskRunSweeper, func(ctx context.Context) { s.TaskRuns.RunSweeper(ctx, s.log) })
 	s.Approvals = &approvals.Service{Client: g.Temporal, Store: g.Store, Events: s.Events}
 }
 
@@ -316,6 +321,7 @@ func (s *Services) StartWorker() error { return s.worker.Start() }
 // Stop stops background work.
 func (s *Services) Stop() {
 	s.cancel()
+	s.leases.Wait() // duties stopped, leases released for the next holder
 	if s.Messaging != nil {
 		s.Messaging.Stop()
 	}

@@ -30,8 +30,18 @@ import (
 // log and retry, notice that nothing answers.
 func testServices(t *testing.T) *Services {
 	t.Helper()
+	return testServicesEnv(t, nil)
+}
+
+// testServicesEnv is testServices with extra environment (AGENTRY_*).
+func testServicesEnv(t *testing.T, extra map[string]string) *Services {
+	t.Helper()
 	ctx := context.Background()
-	cfg, err := config.Load(ctx, config.MapEnv(map[string]string{config.EnvWorkspace: t.TempDir()}))
+	env := map[string]string{config.EnvWorkspace: t.TempDir()}
+	for k, v := range extra {
+		env[k] = v
+	}
+	cfg, err := config.Load(ctx, config.MapEnv(env))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,7 @@ var schemaModels = []any{
 	&KnowledgeSource{},    // knowledge.go
 	&KnowledgeText{},      // knowledge.go
 	&LearningProposal{},   // chat.go
+	&Lease{},              // leases.go
 	&LedgerEntry{},        // ledger.go
 	&MCPServer{},          // mcp.go
 	&MemoryEntry{},        // memory.go

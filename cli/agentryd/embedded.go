@@ -20,6 +20,11 @@ const embeddedAvailable = true
 // SQLite file lives in the workspace data folder, apart from the
 // application database.
 func startEmbeddedTemporal(ctx context.Context, cfg *config.Loaded, log *slog.Logger) (gateway.EmbeddedTemporal, error) {
+	return startEmbeddedTemporalWith(ctx, cfg, log, nil)
+}
+
+// startEmbeddedTemporalWith is startEmbeddedTemporal on PostgreSQL when pg is set.
+func startEmbeddedTemporalWith(ctx context.Context, cfg *config.Loaded, log *slog.Logger, pg *postgresFlags) (gateway.EmbeddedTemporal, error) {
 	opts, err := temporalserver.LoadDefaults()
 	if err != nil {
 		return nil, err
@@ -32,5 +37,8 @@ func startEmbeddedTemporal(ctx context.Context, cfg *config.Loaded, log *slog.Lo
 	opts.UIEnabled = e.UIEnabled
 	opts.Namespace = cfg.Temporal.Namespace
 	opts.Logger = log
+	if pg != nil {
+		opts.Postgres = &temporalserver.Postgres{DSN: pg.dsn, VisibilityDSN: pg.visibilityDSN, UpgradeSchema: pg.upgrade, HistoryShards: pg.shards}
+	}
 	return temporalserver.Start(ctx, opts)
 }

@@ -15,6 +15,10 @@ import (
 // it needs temporal.address to name an external cluster.
 const embeddedAvailable = false
 
-func startEmbeddedTemporal(context.Context, *config.Loaded, *slog.Logger) (gateway.EmbeddedTemporal, error) {
+func startEmbeddedTemporal(ctx context.Context, cfg *config.Loaded, log *slog.Logger) (gateway.EmbeddedTemporal, error) {
+	return startEmbeddedTemporalWith(ctx, cfg, log, nil)
+}
+
+func startEmbeddedTemporalWith(context.Context, *config.Loaded, *slog.Logger, *postgresFlags) (gateway.EmbeddedTemporal, error) {
 	return nil, errors.New("this build has no embedded Temporal server (built with -tags noembeddedtemporal); set temporal.address (AGENTRY_TEMPORAL_ADDRESS) to an external cluster")
 }

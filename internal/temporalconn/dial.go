@@ -64,7 +64,7 @@ func Dial(ctx context.Context, cfg config.TemporalConfig, address string, logger
 		lastErr = err
 		select {
 		case <-dialCtx.Done():
-			return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", address, cfg.Namespace, lastErr)
+			return nil, fmt.Errorf("connect to Temporal at %s (namespace %s; set by temporal.address, AGENTRY_TEMPORAL_ADDRESS): %w", address, cfg.Namespace, lastErr)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

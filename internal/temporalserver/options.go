@@ -31,8 +31,12 @@ const (
 // override what config.yaml sets.
 type Options struct {
 	// DataDir is a directory; the SQLite file temporal.db lives there, so
-	// workflow history survives restarts. Required. Created if missing.
+	// workflow history survives restarts. Required unless Postgres is set.
+	// Created if missing.
 	DataDir string
+	// Postgres, when set, keeps persistence and visibility in PostgreSQL
+	// instead of the SQLite file (the scale topology's Temporal).
+	Postgres *Postgres
 	// Host is the IP every port binds to. Default 127.0.0.1.
 	Host string
 	// FrontendPort is the gRPC port clients dial. 0 picks a free port.
@@ -128,8 +132,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 
 	var errs []error
-	if o.DataDir == "" {
+	if o.DataDir == "" && o.Postgres == nil {
 		errs = append(errs, errors.New("data directory is required"))
+	}
+	if o.Postgres != nil {
+		p := *o.Postgres
+		if p.HistoryShards == 0 {
+			p.HistoryShards = defaultPostgresShards
+		}
+		if p.HistoryShards < 1 || p.HistoryShards > 16384 {
+			errs = append(errs, fmt.Errorf("%s: %d is not a shard count (1..16384)", HistoryShardsKey, p.HistoryShards))
+		}
+		o.Postgres = &p
 	}
 	// Temporal binds its services by IP, and broadcasts that IP to itself.
 	if ip := net.ParseIP(o.Host); ip == nil {

@@ -12,15 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agentryhq/agentry/internal/sqlitemem"
 	"log/slog"
 	"maps"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,9 +32,6 @@ import (
 const (
 	// clusterName names the single-node cluster in Temporal's metadata.
 	clusterName = "active"
-	// historyShards is fixed when the database is created. One shard suits a
-	// single node on SQLite, whose writes are serialized anyway.
-	historyShards = 1
 	// stopTimeout bounds Stop; the gateway promises to exit within 10 s.
 	stopTimeout = 8 * time.Second
 	// configureTimeout bounds the namespace checks after the server is up.
@@ -79,20 +72,6 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dataDir, err := filepath.Abs(o.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("temporal data directory %q: %w", o.DataDir, err)
-	}
-	// The path ends up in a SQLite URI, where these start the query/fragment.
-	if strings.ContainsAny(dataDir, "?#") {
-		return nil, fmt.Errorf("temporal data directory %q: must not contain '?' or '#'", dataDir)
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create temporal data directory: %w", err)
-	}
-	if err := sqlitemem.Configure(); err != nil {
-		o.Logger.Warn("SQLite runs without its memory settings (slower)", "err", err)
-	}
 	level := &serverLogLevel{base: o.LogLevel}
 	logger := quietLogger(o.Logger.With("component", "temporal"), level)
 	dynConfig, err := dynamicConfigClient(o.DynamicConfig)
@@ -119,27 +98,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}()
 	}
 
-	dbPath := filepath.Join(dataDir, databaseFile)
-	unlock, err := lockDataDir(dbPath)
+	st, err := prepareStorage(ctx, o, logger)
 	if err != nil {
 		return nil, err
 	}
+	unlock := st.unlock
 	defer func() {
 		if unlock != nil { // not handed over to the Server
 			unlock()
 		}
 	}()
-	created, err := ensureSchema(dbPath)
-	if err != nil {
-		return nil, err
-	}
-	if err := trimVisibilityIndexes(dbPath, o.SearchAttributes); err != nil {
-		return nil, err
-	}
-	sqlCfg := sqliteConfig(dbPath)
-	if err := createNamespace(sqlCfg, clusterName, o.Namespace, o.Retention, o.SearchAttributes); err != nil {
-		return nil, err
-	}
 
 	// Free ports for the frontend (when 0), its HTTP API and the internal
 	// services, reserved together so they differ from each other. A port
@@ -159,7 +127,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			frontendPort = ports[4]
 		}
 		p = servicePorts{frontend: frontendPort, frontendHTTP: ports[0], history: ports[1], matching: ports[2], worker: ports[3]}
-		srv, err = startTemporal(ctx, o.Host, p, sqlCfg, dynConfig, logger)
+		srv, err = startTemporal(ctx, o.Host, p, st, dynConfig, logger)
 		if err == nil {
 			break
 		}
@@ -190,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 
 	o.Logger.Info("embedded temporal started",
 		"frontend", s.frontendAddr, "ui", s.uiAddr, "namespace", s.namespace,
-		"database", dbPath, "new_database", created, "took", time.Since(began).Round(time.Millisecond))
+		"database", st.describe, "new_database", st.created, "took", time.Since(began).Round(time.Millisecond))
 	return s, nil
 }
 
@@ -229,7 +197,7 @@ type servicePorts struct {
 
 // startTemporal builds and starts the server. Temporal's fatal logs panic
 // (see slogLogger.Fatal); those raised while starting come back as errors.
-func startTemporal(ctx context.Context, host string, p servicePorts, sqlCfg *config.SQL, dyn dynamicconfig.Client, logger *slog.Logger) (temporal.Server, error) {
+func startTemporal(ctx context.Context, host string, p servicePorts, st storage, dyn dynamicconfig.Client, logger *slog.Logger) (temporal.Server, error) {
 	frontendAddr := net.JoinHostPort(host, strconv.Itoa(p.frontend))
 	hostPort := func(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 	tlog := newTemporalLogger(logger)
@@ -238,7 +206,7 @@ func startTemporal(ctx context.Context, host string, p servicePorts, sqlCfg *con
 	err := recoverFatal(func() error {
 		var err error
 		srv, err = temporal.NewServer(
-			temporal.WithConfig(serverConfig(host, p, sqlCfg)),
+			temporal.WithConfig(serverConfig(host, p, st)),
 			temporal.ForServices(temporal.DefaultServices),
 			// One process hosts every service: resolve them statically instead
 			// of running the ringpop membership protocol on more ports.
@@ -303,20 +271,23 @@ func recoverFatal(f func() error, frontendAddr string) (err error) {
 	return f()
 }
 
-func serverConfig(host string, p servicePorts, sqlCfg *config.SQL) *config.Config {
+func serverConfig(host string, p servicePorts, st storage) *config.Config {
 	hostPort := func(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 	service := func(grpcPort, httpPort int) config.Service {
 		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, HTTPPort: httpPort, BindOnIP: host}}
 	}
-	const store = "sqlite-default"
 
 	var c config.Config
 	c.Global.Membership = config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host}
 	c.Persistence = config.Persistence{
-		DefaultStore:     store,
-		VisibilityStore:  store,
-		NumHistoryShards: historyShards,
-		DataStores:       map[string]config.DataStore{store: {SQL: sqlCfg}},
+		DefaultStore:     "default",
+		VisibilityStore:  "default", // SQLite: one file holds both
+		NumHistoryShards: st.shards,
+		DataStores:       map[string]config.DataStore{"default": {SQL: st.main}},
+	}
+	if st.visibility != nil {
+		c.Persistence.VisibilityStore = "visibility"
+		c.Persistence.DataStores["visibility"] = config.DataStore{SQL: st.visibility}
 	}
 	c.ClusterMetadata = &cluster.Config{
 		EnableGlobalNamespace:    false,

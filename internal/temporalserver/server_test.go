@@ -452,7 +452,7 @@ func TestFrontendBindFailureInsideTemporal(t *testing.T) {
 	p := servicePorts{frontend: busy.Addr().(*net.TCPAddr).Port, frontendHTTP: ports[0], history: ports[1], matching: ports[2], worker: ports[3]}
 	dyn, _ := dynamicConfigClient(nil)
 	logger := quietLogger(slog.Default(), slog.LevelError+1)
-	srv, err := startTemporal(context.Background(), "127.0.0.1", p, sqliteConfig(dbPath), dyn, logger)
+	srv, err := startTemporal(context.Background(), "127.0.0.1", p, storage{main: sqliteConfig(dbPath), shards: sqliteHistoryShards}, dyn, logger)
 	if err == nil {
 		_ = srv.Stop()
 		t.Fatal("server started on a busy frontend port")
