@@ -16,9 +16,16 @@ import (
 	"github.com/agentryhq/agentry/models"
 )
 
+// RevealSecret opens a secret of the gateway's secret store by name.
+type RevealSecret func(ctx context.Context, name string) (string, error)
+
 // NewRouter builds the LLM router from llm.providers. API keys come from the
-// variable named by api_key_env (preferred) or api_key.
-func NewRouter(cfg *config.Config) (*llm.Router, error) {
+// secret named by api_key_secret (preferred), the variable named by
+// api_key_env, or api_key. A named secret that cannot be opened leaves the
+// provider without a key and is logged (not a start-up error: the operator
+// sets it through the running gateway, `agentry secret set NAME`, and
+// restarts it).
+func NewRouter(ctx context.Context, cfg *config.Config, reveal RevealSecret, log *slog.Logger) (*llm.Router, error) {
 	providers := map[string]llm.Provider{}
 	ids := make([]string, 0, len(cfg.LLM.Providers))
 	for id := range cfg.LLM.Providers {
@@ -30,6 +37,14 @@ func NewRouter(cfg *config.Config) (*llm.Router, error) {
 		key := pc.APIKey
 		if pc.APIKeyEnv != "" {
 			key = os.Getenv(pc.APIKeyEnv)
+		}
+		if pc.APIKeySecret != "" && reveal != nil {
+			v, err := reveal(ctx, pc.APIKeySecret)
+			if err != nil {
+				log.Error("provider has no key: its secret cannot be opened (agentry secret set "+pc.APIKeySecret+", then restart the gateway)",
+					"key", "llm.providers."+id+".api_key_secret", "secret", pc.APIKeySecret, "err", err)
+			}
+			key = v
 		}
 		p, err := llm.NewProvider(id, llm.ProviderConfig{Type: pc.Type, BaseURL: pc.BaseURL, APIKey: key, Timeout: pc.Timeout, MaxRetries: pc.MaxRetries})
 		if err != nil {

@@ -122,7 +122,24 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s := &Services{gw: g, log: log, cancel: cancel, bg: bg}
 	s.leases = newElector(g, log)
 
-	router, err := NewRouter(&cfg.Config)
+	credOpts, err := secrets.OpenProvider(ctx, cfg.Credentials, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.Secrets = secrets.NewWith(g.Store, cfg.Workspace.CredentialsDir(), credOpts)
+	s.Secrets.Scrub = scrub.Register("secrets")
+	// Secrets `agentry onboard` left before any gateway ran (a provider's
+	// key): sealed now, before the router reads them.
+	if names, err := s.Secrets.ImportSeeds(ctx, cfg.Workspace.CredentialsDir()); err != nil {
+		log.Error("seeded secrets not stored (kept for the next start)", "err", err)
+	} else if len(names) > 0 {
+		log.Info("seeded secrets stored", "names", names)
+	}
+	if err := s.Secrets.RefreshScrub(ctx); err != nil {
+		log.Warn("secrets store values are not scrubbed from outside text", "err", err)
+	}
+	router, err := NewRouter(ctx, &cfg.Config, s.Secrets.Reveal, log)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -131,16 +148,6 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	s.Agents = agentdef.NewRegistry(append([]string{cfg.Workspace.AgentsDir()}, cfg.AgentDirs...), log)
 	go s.Agents.Watch(bg, AgentWatchInterval)
 	s.Toolbox = agent.NewToolbox(SSRFPolicy(&cfg.Config), cfg.Runtime.ToolTimeout)
-	credOpts, err := secrets.OpenProvider(ctx, cfg.Credentials, nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	s.Secrets = secrets.NewWith(g.Store, cfg.Workspace.CredentialsDir(), credOpts)
-	s.Secrets.Scrub = scrub.Register("secrets")
-	if err := s.Secrets.RefreshScrub(ctx); err != nil {
-		log.Warn("secrets store values are not scrubbed from outside text", "err", err)
-	}
 	if err := s.addMCP(ctx); err != nil {
 		cancel()
 		return nil, err

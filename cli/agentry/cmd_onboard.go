@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentryhq/agentry/internal/config"
+	"github.com/agentryhq/agentry/internal/secrets/seed"
 )
 
 // onboardTemplates are the first agents onboard can create.
@@ -33,7 +34,15 @@ type onboardAnswers struct {
 	setupAnswers
 	Agent    string `json:"agent"`
 	Template string `json:"template"`
+	// apiKey is the provider's key when one was given (typed in the form or
+	// read from stdin): handed to the gateway as a seeded secret, never
+	// written to config.yaml, never printed.
+	apiKey string
 }
+
+// onboardKeySecret is the name of the secret onboard stores a provider's
+// key under.
+func onboardKeySecret(provider string) string { return "llm-" + provider }
 
 type onboardCheck struct {
 	Name   string `json:"name"`
@@ -43,20 +52,27 @@ type onboardCheck struct {
 
 func (a *App) onboardCommand() *cobra.Command {
 	var ans onboardAnswers
-	var nonInteractive, force, installDaemon bool
+	var nonInteractive, force, installDaemon, keyStdin bool
 	cmd := &cobra.Command{
 		Use:   "onboard",
 		Short: "First run: check this machine, write config.yaml and a first agent, then say the one command to try",
 		Long: `Checks the machine (the port is free, the model runtime answers, disk space),
-writes config.yaml atomically (the provider, its model and the NAME of the
-environment variable holding its key, never the key), creates a first agent
-from a template and ends with the command to try.
+writes config.yaml atomically (the provider and its model), creates a first
+agent from a template and ends with the command to try. A provider key typed
+in the form or given with --api-key-stdin is never written to config.yaml: it
+is left for the gateway, which seals it into its secret store (secret
+llm-<provider>, credentials.provider) at its first start and removes the file;
+config.yaml names the secret (api_key_secret). Without a key, config.yaml
+names the environment variable that will hold it (--api-key-env).
 
 In a terminal it asks with a form; --non-interactive takes everything from
 flags and defaults (required without a terminal). Refused for remote targets.`,
 		Args:        noArgs,
 		Annotations: map[string]string{AnnotationHostChanging: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyStdin && !nonInteractive {
+				return usagef("--api-key-stdin reads the key from stdin, which the form needs: use it with --non-interactive; nothing was written")
+			}
 			if !nonInteractive && !isTerminal(a.Stdin) {
 				return usagef("onboard asks its questions in a terminal; without one, pass --non-interactive and the answers as flags (agentry onboard --help); nothing was written")
 			}
@@ -77,6 +93,15 @@ flags and defaults (required without a terminal). Refused for remote targets.`,
 					return err
 				}
 			}
+			if keyStdin {
+				raw, err := io.ReadAll(io.LimitReader(a.Stdin, 64<<10))
+				if err != nil {
+					return fmt.Errorf("read the key from stdin: %w; nothing was written", err)
+				}
+				if ans.apiKey = strings.TrimSpace(string(raw)); ans.apiKey == "" {
+					return usagef("--api-key-stdin: stdin held no key; nothing was written")
+				}
+			}
 			if err := completeOnboard(&ans, f.Changed); err != nil {
 				return err
 			}
@@ -92,7 +117,20 @@ flags and defaults (required without a terminal). Refused for remote targets.`,
 			if err := ws.Ensure(); err != nil {
 				return err
 			}
+			seeded := ""
+			if ans.apiKey != "" {
+				// The seed first, then the configuration that names it: a
+				// configuration that fails to write takes the seed back.
+				ans.APIKeySecret, ans.APIKeyEnv = onboardKeySecret(ans.Provider), ""
+				if err := seed.Write(ws.CredentialsDir(), ans.APIKeySecret, ans.apiKey); err != nil {
+					return fmt.Errorf("keep the key for the gateway: %w; nothing was written", err)
+				}
+				seeded = filepath.Join(seed.Dir(ws.CredentialsDir()), ans.APIKeySecret)
+			}
 			if err := a.writeSetup(path, ans.setupAnswers); err != nil {
+				if seeded != "" {
+					os.Remove(seeded)
+				}
 				return err
 			}
 			agentPath := filepath.Join(ws.AgentsDir(), ans.Agent+".yaml")
@@ -118,7 +156,9 @@ flags and defaults (required without a terminal). Refused for remote targets.`,
 			} else {
 				fmt.Fprintf(a.Stdout, "Kept the existing agent file %s.\n", agentPath)
 			}
-			if ans.APIKeyEnv != "" {
+			if ans.APIKeySecret != "" {
+				fmt.Fprintf(a.Stdout, "The key goes into the gateway's secret store (secret %s) at its first start; config.yaml only names it.\n", ans.APIKeySecret)
+			} else if ans.APIKeyEnv != "" {
 				fmt.Fprintf(a.Stdout, "Set %s in the gateway's environment (the key is never written to config.yaml).\n", ans.APIKeyEnv)
 			}
 			if installDaemon {
@@ -143,7 +183,8 @@ flags and defaults (required without a terminal). Refused for remote targets.`,
 	f.StringVar(&ans.Provider, "provider", "ollama", "model provider: ollama, openai or anthropic")
 	f.StringVar(&ans.Model, "model", "", "default model (default: the provider's usual small model)")
 	f.StringVar(&ans.BaseURL, "base-url", "", "provider base URL (default: the provider's; ollama http://127.0.0.1:11434)")
-	f.StringVar(&ans.APIKeyEnv, "api-key-env", "", "environment variable holding the provider's key (openai, anthropic)")
+	f.StringVar(&ans.APIKeyEnv, "api-key-env", "", "environment variable holding the provider's key (openai, anthropic), when no key is given")
+	f.BoolVar(&keyStdin, "api-key-stdin", false, "read the provider's key from stdin and hand it to the gateway's secret store (with --non-interactive)")
 	f.StringVar(&ans.Agent, "agent", "assistant", "id of the first agent")
 	f.StringVar(&ans.Template, "template", "assistant", "template of the first agent: assistant or writer")
 	f.BoolVar(&installDaemon, "install-daemon", false, "also install the gateway as a service (agentry daemon install)")
@@ -186,7 +227,10 @@ func (a *App) onboardForm(ans *onboardAnswers, given func(string) bool) error {
 	}
 	if ans.Provider != "ollama" && !given("api-key-env") {
 		ans.APIKeyEnv = pd.keyEnv
-		more = append(more, huh.NewInput().Title("Environment variable holding the API key (the key itself is never written)").Value(&ans.APIKeyEnv))
+		more = append(more,
+			huh.NewInput().Title("API key (sealed into the gateway's secret store, never written to config.yaml; empty: an environment variable holds it)").
+				EchoMode(huh.EchoModePassword).Value(&ans.apiKey),
+			huh.NewInput().Title("Environment variable holding the API key, if you left the key empty").Value(&ans.APIKeyEnv))
 	}
 	if ans.Provider == "ollama" && !given("base-url") {
 		ans.BaseURL = "http://127.0.0.1:11434"

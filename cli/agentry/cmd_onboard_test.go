@@ -148,3 +148,46 @@ func TestOnboardInstallDaemonWithoutServiceManager(t *testing.T) {
 		t.Fatalf("exit %d: %s %s", code, out, errb)
 	}
 }
+
+// A key given on stdin is handed to the gateway as a seeded secret:
+// config.yaml names the secret, neither it nor the output holds the key.
+func TestOnboardKeyFromStdinIsSeededNotWritten(t *testing.T) {
+	home := t.TempDir()
+	const key = "sk-typed-onboard-4711"
+	a, out, errb := onboardApp(home)
+	a.Stdin = strings.NewReader(key + "\n")
+	if code := a.Run(context.Background(), []string{"onboard", "--non-interactive", "--provider", "openai", "--base-url", "http://127.0.0.1:1/v1",
+		"--port", strconv.Itoa(freePort(t)), "--api-key-stdin"}); code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errb)
+	}
+	ws := filepath.Join(home, ".agentry")
+	raw, _ := os.ReadFile(filepath.Join(ws, "config.yaml"))
+	if !strings.Contains(string(raw), "api_key_secret: llm-openai") || strings.Contains(string(raw), "api_key_env") || strings.Contains(string(raw), key) {
+		t.Fatalf("config: %s", raw)
+	}
+	if strings.Contains(out.String()+errb.String(), key) {
+		t.Fatalf("the key was printed: %s %s", out, errb)
+	}
+	seedFile := filepath.Join(ws, "credentials", "seed", "llm-openai")
+	st, err := os.Stat(seedFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("seed %s: %v %v", seedFile, st, err)
+	}
+	if got, _ := os.ReadFile(seedFile); string(got) != key {
+		t.Fatalf("seed holds %q", got)
+	}
+
+	// Without --non-interactive the form needs stdin: refused, nothing written.
+	home2 := t.TempDir()
+	a, out, errb = onboardApp(home2)
+	a.Stdin = strings.NewReader(key)
+	if code := a.Run(context.Background(), []string{"onboard", "--api-key-stdin"}); code == 0 {
+		t.Fatalf("onboard --api-key-stdin without --non-interactive succeeded: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(home2, ".agentry", "config.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("config written: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home2, ".agentry", "credentials", "seed")); !os.IsNotExist(err) {
+		t.Fatalf("seed written: %v", err)
+	}
+}

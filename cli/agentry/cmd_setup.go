@@ -27,7 +27,9 @@ type setupAnswers struct {
 	Model     string `json:"model"`
 	BaseURL   string `json:"base_url,omitempty"`
 	APIKeyEnv string `json:"api_key_env,omitempty"`
-	LogLevel  string `json:"log_level"`
+	// APIKeySecret names the gateway secret holding the key (onboard).
+	APIKeySecret string `json:"api_key_secret,omitempty"`
+	LogLevel     string `json:"log_level"`
 }
 
 func (a *App) setupCommand() *cobra.Command {
@@ -178,7 +180,10 @@ func (a *App) writeSetup(path string, ans setupAnswers) error {
 		} else {
 			config.DeletePath(root, append(prov, "base_url"))
 		}
-		if ans.APIKeyEnv != "" {
+		if ans.APIKeySecret != "" {
+			set(append(prov, "api_key_secret"), config.StringNode(ans.APIKeySecret))
+			config.DeletePath(root, append(prov, "api_key_env"))
+		} else if ans.APIKeyEnv != "" {
 			set(append(prov, "api_key_env"), config.StringNode(ans.APIKeyEnv))
 		}
 		set([]string{"log", "level"}, config.StringNode(ans.LogLevel))

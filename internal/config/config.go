@@ -186,8 +186,11 @@ type ProviderConfig struct {
 	Type    string `yaml:"type" env:"TYPE"`
 	BaseURL string `yaml:"base_url,omitempty" env:"BASE_URL"`
 	// APIKeyEnv names the environment variable holding the key; preferred to APIKey.
-	APIKeyEnv          string         `yaml:"api_key_env,omitempty" env:"API_KEY_ENV"`
-	APIKey             string         `yaml:"api_key,omitempty" env:"API_KEY"`
+	APIKeyEnv string `yaml:"api_key_env,omitempty" env:"API_KEY_ENV"`
+	APIKey    string `yaml:"api_key,omitempty" env:"API_KEY"`
+	// APIKeySecret names a secret of the gateway's secret store holding the
+	// key (what `agentry onboard` writes); preferred to APIKeyEnv and APIKey.
+	APIKeySecret       string         `yaml:"api_key_secret,omitempty" env:"API_KEY_SECRET"`
 	DefaultModel       string         `yaml:"default_model,omitempty" env:"DEFAULT_MODEL"`
 	Models             []string       `yaml:"models,omitempty" env:"MODELS"`
 	Region             string         `yaml:"region,omitempty" env:"REGION"`

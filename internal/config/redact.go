@@ -26,8 +26,9 @@ func IsSecretKey(key string) bool {
 		// embed a password).
 		return true
 	}
-	if strings.HasSuffix(k, "_env") {
-		// api_key_env / secret_env hold the NAME of a variable, not the secret.
+	if strings.HasSuffix(k, "_env") || k == "api_key_secret" {
+		// api_key_env / secret_env hold the NAME of a variable, api_key_secret
+		// the name of a secret in the secret store: not the secret.
 		return false
 	}
 	for _, p := range secretKeyParts {

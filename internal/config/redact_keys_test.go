@@ -90,6 +90,7 @@ var shownInGetConfig = map[string]bool{
 	"llm.providers.<id>.allowed_data_classes":          true,
 	"llm.providers.<id>.api_key":                       false,
 	"llm.providers.<id>.api_key_env":                   true,
+	"llm.providers.<id>.api_key_secret":                true,
 	"llm.providers.<id>.base_url":                      true,
 	"llm.providers.<id>.default_model":                 true,
 	"llm.providers.<id>.local":                         true,

@@ -100,6 +100,7 @@ var effective = map[string][2]string{
 	"llm.providers.<id>.allowed_data_classes":          {"internal/costs/policy.go", "AllowedDataClasses"},
 	"llm.providers.<id>.api_key":                       {"gateway/llm.go", "APIKey"},
 	"llm.providers.<id>.api_key_env":                   {"gateway/llm.go", "APIKeyEnv"},
+	"llm.providers.<id>.api_key_secret":                {"gateway/llm.go", "APIKeySecret"},
 	"llm.providers.<id>.base_url":                      {"gateway/llm.go", "pc.BaseURL"},
 	"llm.providers.<id>.default_model":                 {"internal/chat/resolve.go", "DefaultModel"},
 	"llm.providers.<id>.local":                         {"internal/costs/policy.go", "pc.Local"},

@@ -31,7 +31,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/agentryhq/agentry/internal/fault"
 	"github.com/agentryhq/agentry/internal/scrub"
+	"github.com/agentryhq/agentry/internal/secrets/seed"
 	"github.com/agentryhq/agentry/models"
 )
 
@@ -59,11 +59,9 @@ var (
 // invalid is a bad name or value (400); the message never contains the value.
 func invalid(msg string) error { return &fault.Invalid{Msg: msg} }
 
-var nameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,127}$`)
-
 // ValidName reports whether name can name a secret: a letter or _, then
 // letters, digits, _, . or - (at most 128).
-func ValidName(name string) bool { return nameRe.MatchString(name) }
+func ValidName(name string) bool { return seed.ValidName(name) }
 
 // Store seals and stores secrets.
 type Store struct {
