@@ -88,3 +88,56 @@ func TestOnboardInteractiveInTmux(t *testing.T) {
 		t.Fatalf("chat: %d %s", r.Status, r.Raw)
 	}
 }
+
+// TestOnboardKeyBecomesAGatewaySecret: a cloud provider's key piped to
+// `agentry onboard --api-key-stdin` is never in config.yaml; the gateway
+// started on that workspace seals it into its secret store, removes the
+// seed file, and sends it to the provider.
+func TestOnboardKeyBecomesAGatewaySecret(t *testing.T) {
+	const key = "sk-onboarded-key-9z7q"
+	fake := fakellm.New()
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	h := newHome(t)
+	r := h.runWith(nil, key+"\n", "onboard", "--non-interactive", "--provider", "openai", "--base-url", fake.URL()+"/v1",
+		"--model", "gpt-4o-mini", "--port", fmt.Sprint(port), "--agent", "keybot", "--api-key-stdin")
+	if r.Code != 0 || strings.Contains(r.Stdout+r.Stderr, key) {
+		t.Fatalf("onboard: %s", r)
+	}
+	raw, err := os.ReadFile(filepath.Join(h.WS, "config.yaml"))
+	if err != nil || strings.Contains(string(raw), key) || !strings.Contains(string(raw), "api_key_secret: llm-openai") {
+		t.Fatalf("config.yaml (%v):\n%s", err, raw)
+	}
+	seedFile := filepath.Join(h.WS, "credentials", "seed", "llm-openai")
+	if _, err := os.Stat(seedFile); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	// The harness's own providers are merged under the onboarded file, so
+	// the onboarded openai entry (api_key_secret) is the one used.
+	g := gatewaytest.Start(t, gatewaytest.Options{Workspace: h.WS, Fake: fake, Config: string(raw)})
+	if _, err := os.Stat(seedFile); !os.IsNotExist(err) {
+		t.Fatalf("the seed file outlived the gateway's start: %v", err)
+	}
+	fake.Script(fakellm.Rule{Contains: "Hello", Reply: "Hi, I am keybot."})
+	c := g.Do("POST", "/api/v1/chat", map[string]any{"agent_id": "keybot", "text": "Hello!"})
+	if c.Status != 200 || c.JSON["reply"] != "Hi, I am keybot." {
+		t.Fatalf("chat: %d %s", c.Status, c.Raw)
+	}
+	calls := fake.Calls()
+	if len(calls) == 0 || calls[len(calls)-1].Auth != "bearer" || calls[len(calls)-1].KeyHint != key[len(key)-4:] {
+		t.Fatalf("the provider did not get the onboarded key: %+v", calls)
+	}
+	for _, db := range []string{"data"} {
+		entries, _ := os.ReadDir(filepath.Join(h.WS, db))
+		for _, e := range entries {
+			if b, _ := os.ReadFile(filepath.Join(h.WS, db, e.Name())); strings.Contains(string(b), key) {
+				t.Fatalf("%s/%s holds the key in clear", db, e.Name())
+			}
+		}
+	}
+}
