@@ -56,9 +56,12 @@ type TaskRunActivities struct {
 	HeartbeatInterval time.Duration
 }
 
-// CallID is the durable id of a run's LLM call for one turn: built from
-// the workflow id, the attempt and the turn, so a retried activity repeats
-// the same id and the ledger counts the call once.
+// CallID is the durable base id of a run's LLM call for one turn: built
+// from the workflow id, the run's attempt and the turn. The first
+// execution of the turn's step has exactly this ledger row; a repeated
+// execution (a retried activity after a provider error, a worker killed
+// mid-call) is another provider call and gets a row of its own, CallID-r2,
+// -r3, ... (LLMTurn sets llm.CallMeta.RowPerExecution; docs/costs.md).
 func CallID(ref workflows.RunRef, turn int) string {
 	return fmt.Sprintf("%s-a%d-t%d", ref.WorkflowID, ref.Attempt, turn)
 }
@@ -190,8 +193,11 @@ func (a *TaskRunActivities) turnEvent(ctx context.Context, in workflows.LLMTurnI
 // LLMTurn is one LLM turn of any durable run: it loads the run's snapshot
 // and stored conversation, calls the model once (one retry owner: the
 // provider client makes one attempt, Temporal's retry policy repeats the
-// activity with the same call id, so one ledger row), stores the answer,
-// and returns it without tool arguments and with its text bounded.
+// activity), stores the answer, and returns it without tool arguments and
+// with its text bounded. Every path of a durable turn (task, firing,
+// channel, peer, webhook) comes here: each execution that calls the
+// provider has a ledger row of its own (meta.CallID is the base id, see
+// CallID), and a turn whose answer is stored is never called again.
 func LLMTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workflows.LLMTurnInput, meta llm.CallMeta) (*llm.Response, error) {
 	resp, err := llmTurn(ctx, log, router, in, meta)
 	if full := storageFull(err); full != nil {
@@ -236,6 +242,9 @@ func llmTurn(ctx context.Context, log *runlog.Log, router *llm.Router, in workfl
 	}
 	ag := snap.Agent
 	meta.DataClassification = in.Run.DataClassification
+	// A row per provider call: an execution repeated after one that may
+	// have reached the provider (interrupted or failed) gets its own.
+	meta.RowPerExecution = true
 	call := &llm.Call{
 		Provider: ag.Provider,
 		Model:    ag.Model,

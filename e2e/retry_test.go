@@ -43,7 +43,7 @@ func retryScript(fake *fakellm.Server, broken bool, delay ...fakellm.Duration) {
 // answers 500 until told otherwise); retrying it starts attempt 2 (trigger
 // retry) that sends turn 3 with exactly the conversation the failed turn
 // sent, so the provider sees turns 3-5 only and the ledger has no second
-// row for turns 1-2. The files of the reused steps are in the new run's
+// row for turns 1-2 (and a row per provider call: five for the failed turn 3). The files of the reused steps are in the new run's
 // work directory (turn 4 reads one back). Refusals: a running or finished
 // run is 409 with its status, unknown ones 404, a viewer 403; none of them
 // changes anything.
@@ -112,8 +112,22 @@ auth:
 	}
 	firstRows := ledger(t, g, fmt.Sprintf("run_id=taskrun-%d", first))
 	retryRows := ledger(t, g, fmt.Sprintf("run_id=taskrun-%d", second))
-	if len(firstRows) != 3 || len(retryRows) != 3 {
+	// A row per provider call: the first attempt's turn 3 was called five
+	// times (a row each: -a1-t3, then -r2 ... -r5, all failed).
+	if len(firstRows) != len(before) || len(retryRows) != len(after) {
 		t.Fatalf("ledger rows: first attempt %+v, retry %+v", firstRows, retryRows)
+	}
+	failedTurn := 0
+	for _, row := range firstRows {
+		if strings.Contains(row.CallID, "-a1-t3") {
+			failedTurn++
+			if row.Outcome != "failed" {
+				t.Errorf("ledger row of the failed turn %+v", row)
+			}
+		}
+	}
+	if failedTurn != 5 {
+		t.Errorf("ledger rows of the failed turn 3: %d, want 5 (one per provider call)", failedTurn)
 	}
 	for _, row := range retryRows {
 		if row.Trigger != "retry" || row.Outcome != "succeeded" ||

@@ -225,6 +225,13 @@ func (c *Controller) Mode() string { return c.pol.Load().mode }
 func (c *Controller) Admit(ctx context.Context, call *llm.Call) (llm.Admission, error) {
 	p := c.pol.Load()
 	now := c.now().UTC()
+	if call.Meta.RowPerExecution {
+		id, err := c.ExecutionCallID(ctx, call.Meta.CallID)
+		if err != nil {
+			return nil, fmt.Errorf("cost admission of call %s: %w", call.Meta.CallID, err)
+		}
+		call.Meta.CallID = id
+	}
 	a := &admission{c: c, p: p, id: uuid.NewString(), started: now, provider: call.Provider, model: call.Model, callID: call.Meta.CallID}
 	if call.Meta.Source == llm.SourceBuilder {
 		a.build = call.Meta.RunID
@@ -1042,4 +1049,31 @@ func capScope(root string, capMicros int64, now time.Time) budgetScope {
 	k := "cap:" + root
 	return budgetScope{key: k, kind: "cap", limit: capMicros,
 		seed: models.CounterSeed{Key: k, From: time.Unix(0, 0).UTC(), To: now.AddDate(1, 0, 0), RootRunID: root}}
+}
+
+// maxExecutionRows bounds the rows one durable call may have (its base id
+// and -r2 ... -rN): Temporal's retry policies stop long before.
+const maxExecutionRows = 10000
+
+// ExecutionCallID is the ledger id of a new execution of the durable call
+// base (llm.CallMeta.RowPerExecution): base itself when it has no row yet;
+// otherwise the first of base-r2, base-r3, ... without a row. A rejected
+// row (its admission refused it: no provider call) is reused, as a
+// repeated call id always reused its row: a call throttled by cost
+// governance for an hour keeps one row. Every other outcome (pending: an
+// execution interrupted mid-call, left to the reaper; failed, succeeded,
+// expired) may have reached the provider and keeps its row.
+func (c *Controller) ExecutionCallID(ctx context.Context, base string) (string, error) {
+	id := base
+	for n := 2; n <= maxExecutionRows; n++ {
+		outcome, found, err := c.store.CallOutcome(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if !found || outcome == models.OutcomeRejected {
+			return id, nil
+		}
+		id = fmt.Sprintf("%s-r%d", base, n)
+	}
+	return "", fmt.Errorf("call %s has %d ledger rows already", base, maxExecutionRows)
 }

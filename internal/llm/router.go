@@ -80,6 +80,15 @@ type CallMeta struct {
 	Interactive bool
 	// ConfirmCost is the caller's confirm_cost: go ahead despite an estimate above the threshold.
 	ConfirmCost bool
+	// RowPerExecution asks the gate for a ledger row of this execution's
+	// own: CallID is the call's base id, and when a row of it exists that
+	// may have reached the provider (anything but a rejection), the gate
+	// admits the call as CallID-r2, -r3, ... (the first id free or
+	// rejected) and sets CallID to it. Durable LLM turns set it: a retried
+	// activity (a worker killed mid-call, a provider error) is a new
+	// provider call, so it gets a new row (docs/costs.md, a row per
+	// provider call).
+	RowPerExecution bool
 }
 
 // Gate admits calls before any provider access; internal/costs implements it.
