@@ -292,7 +292,7 @@ var SkillDryRunTimeout = 10 * time.Second
 func (s *Services) addWorkboard() {
 	cfg, g := s.gw.Config, s.gw
 	s.TaskRuns = &taskruns.Service{Client: g.Temporal, Store: g.Store, Agents: s.Agents, Router: s.Router, Toolbox: s.Toolbox, Config: cfg,
-		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue, Log: s.RunLog,
+		Events: s.Events, TaskQueue: cfg.Temporal.TaskQueue, Log: s.RunLog, BuiltAt: time.Now(),
 		WorkDir: func(taskID, runID int64) string {
 			return activities.RunDir(cfg.Workspace.ArtifactsDir(), taskID, runID)
 		}}

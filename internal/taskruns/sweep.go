@@ -57,18 +57,27 @@ func (r *Service) Sweep(ctx context.Context, before time.Time) (int, error) {
 
 // RunSweeper sweeps once now and then every SweepEvery, leaving runs
 // younger than staleStartAge to their request, until ctx ends. On SQLite
-// the first sweep takes every unstarted run (one process owns the database:
-// at start no request is starting one); on PostgreSQL another live gateway
+// the first sweep takes every run queued before this process built the
+// service (one process owns the database: those are a dead process's);
+// on PostgreSQL another live gateway
 // may be between its insert and its start, so the first sweep keeps the
 // same grace (failing such a run would leave its workflow running under a
 // failed record).
 func (r *Service) RunSweeper(ctx context.Context, log *slog.Logger) {
-	startGrace := time.Duration(0)
-	if r.Store.DriverName() != models.DriverSQLite {
-		startGrace = staleStartAge
-	}
 	sweeper.Run(ctx, log, "task run sweep", "failed the task runs whose workflow a crash kept from starting",
-		SweepEvery, startGrace, staleStartAge, time.Now, r.Sweep)
+		SweepEvery, r.firstSweepGrace(time.Now()), staleStartAge, time.Now, r.Sweep)
+}
+
+// firstSweepGrace is how old a queued run must be for the first sweep to
+// fail it (see RunSweeper).
+func (r *Service) firstSweepGrace(now time.Time) time.Duration {
+	if r.Store.DriverName() != models.DriverSQLite {
+		return staleStartAge
+	}
+	if r.BuiltAt.IsZero() {
+		return 0
+	}
+	return max(now.Sub(r.BuiltAt), 0)
 }
 
 // workflowGone reports whether no workflow of run's task is running (a

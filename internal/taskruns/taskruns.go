@@ -64,6 +64,11 @@ type Service struct {
 	// artifact area): a retry copies the failed run's into its own. Nil:
 	// nothing is copied.
 	WorkDir func(taskID, runID int64) string
+	// BuiltAt is when this process built the service, before its API
+	// served: on SQLite the first sweep fails only runs queued before it
+	// (the sweep starts once its singleton lease is taken, when this
+	// process's own requests may already be between insert and start).
+	BuiltAt time.Time
 }
 
 // Start requests a run of a task by its agent and returns the queued run.
