@@ -120,6 +120,14 @@ func (e *FleetConfigError) Error() string {
 		e.Holder, e.Started.UTC().Format(time.RFC3339), strings.Join(e.Keys, ", "))
 }
 
+// refingerprintFleet records cfg's fingerprint for holder after a run-time
+// change (PATCH /config), so processes started later are compared with what
+// this one enforces now.
+func refingerprintFleet(ctx context.Context, store models.FleetStore, cfg *config.Config, holder string) error {
+	b, _ := json.Marshal(FleetFingerprint(cfg))
+	return store.SetFleetFingerprint(ctx, holder, string(b))
+}
+
 // joinFleet records this process in fleet_members after checking its
 // fingerprint against the newest live member's, and keeps the row fresh
 // until ctx ends; the returned function (wait) removes it after ctx ends.

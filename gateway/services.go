@@ -309,6 +309,9 @@ func (s *Services) costsChanged(ctx context.Context, cfg *config.Config) error {
 	if err := s.Costs.Reconfigure(ctx, cfg); err != nil {
 		return err
 	}
+	if err := refingerprintFleet(ctx, s.gw.Store, cfg, s.leases.HolderID()); err != nil {
+		s.log.Warn("recording the changed configuration in fleet_members failed", "err", err)
+	}
 	if n, err := s.TaskRuns.NudgeBudgetWaits(ctx); err != nil {
 		s.log.Warn("telling runs waiting for budget about the change failed; they check again on their timer", "told", n, "err", err)
 	}

@@ -28,6 +28,7 @@ func (FleetMember) TableName() string { return "fleet_members" }
 type FleetStore interface {
 	JoinFleet(ctx context.Context, m *FleetMember, ttl time.Duration, admit func(newest *FleetMember) error) error
 	RenewFleetMember(ctx context.Context, holder string, now time.Time) error
+	SetFleetFingerprint(ctx context.Context, holder, fingerprint string) error
 	LeaveFleet(ctx context.Context, holder string) error
 }
 
@@ -80,4 +81,10 @@ func (s *Store) RenewFleetMember(ctx context.Context, holder string, now time.Ti
 // LeaveFleet removes holder's row (a clean stop).
 func (s *Store) LeaveFleet(ctx context.Context, holder string) error {
 	return s.DB.WithContext(ctx).Where("holder = ?", holder).Delete(&FleetMember{}).Error
+}
+
+// SetFleetFingerprint replaces holder's fingerprint (a configuration changed
+// at run time by PATCH /config).
+func (s *Store) SetFleetFingerprint(ctx context.Context, holder, fingerprint string) error {
+	return s.DB.WithContext(ctx).Model(&FleetMember{}).Where("holder = ?", holder).Update("fingerprint", fingerprint).Error
 }
