@@ -51,6 +51,8 @@ type Services struct {
 	bg context.Context
 	// leases runs the singleton duties once across the fleet (gateway/singletons.go).
 	leases *lease.Elector
+	// fleetLeft waits for this process's fleet_members row to be removed (gateway/fleetconfig.go).
+	fleetLeft func()
 
 	Agents  *agentdef.Registry
 	Router  *llm.Router
@@ -121,6 +123,12 @@ func NewServices(ctx context.Context, g *Gateway, log *slog.Logger) (*Services, 
 	bg, cancel := context.WithCancel(detached.Context(ctx))
 	s := &Services{gw: g, log: log, cancel: cancel, bg: bg}
 	s.leases = newElector(g, log)
+	left, err := joinFleet(bg, g.Store, &cfg.Config, s.leases.HolderID(), log)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.fleetLeft = left
 
 	credOpts, err := secrets.OpenProvider(ctx, cfg.Credentials, nil)
 	if err != nil {
@@ -308,6 +316,9 @@ func (s *Services) costsChanged(ctx context.Context, cfg *config.Config) error {
 	if err := s.Costs.Reconfigure(ctx, cfg); err != nil {
 		return err
 	}
+	if err := refingerprintFleet(ctx, s.gw.Store, cfg, s.leases.HolderID()); err != nil {
+		s.log.Warn("recording the changed configuration in fleet_members failed", "err", err)
+	}
 	if n, err := s.TaskRuns.NudgeBudgetWaits(ctx); err != nil {
 		s.log.Warn("telling runs waiting for budget about the change failed; they check again on their timer", "told", n, "err", err)
 	}
@@ -329,6 +340,7 @@ func (s *Services) StartWorker() error { return s.worker.Start() }
 func (s *Services) Stop() {
 	s.cancel()
 	s.leases.Wait() // duties stopped, leases released for the next holder
+	s.fleetLeft()
 	if s.Messaging != nil {
 		s.Messaging.Stop()
 	}

@@ -36,6 +36,16 @@ func testServices(t *testing.T) *Services {
 // testServicesEnv is testServices with extra environment (AGENTRY_*).
 func testServicesEnv(t *testing.T, extra map[string]string) *Services {
 	t.Helper()
+	s, err := tryServicesEnv(t, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tryServicesEnv is testServicesEnv returning NewServices's error.
+func tryServicesEnv(t *testing.T, extra map[string]string) (*Services, error) {
+	t.Helper()
 	ctx := context.Background()
 	env := map[string]string{config.EnvWorkspace: t.TempDir()}
 	for k, v := range extra {
@@ -62,10 +72,10 @@ func testServicesEnv(t *testing.T, extra map[string]string) *Services {
 	t.Cleanup(g.Temporal.Close)
 	s, err := NewServices(ctx, g, log)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(s.Stop)
-	return s
+	return s, nil
 }
 
 // Every service the gateway offers is built from a default configuration.

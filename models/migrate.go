@@ -70,6 +70,7 @@ var schemaModels = []any{
 	&DeliveryAttempt{},    // deliveries.go
 	&Event{},              // events.go
 	&Feedback{},           // chat.go
+	&FleetMember{},        // fleetconfig.go
 	&HookCursor{},         // deliveries_hooks.go
 	&KnowledgeDocument{},  // knowledge.go
 	&KnowledgeSource{},    // knowledge.go

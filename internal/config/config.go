@@ -44,6 +44,19 @@ type Config struct {
 
 	// PackageInstalls shapes `agentry package install` jobs.
 	PackageInstalls PackageInstallsConfig `yaml:"package_installs,omitempty" env:", prefix=PACKAGE_INSTALLS_"`
+
+	// Fleet is the start-up check that every process sharing the database
+	// agrees on the fleet-wide settings (gateway/fleetconfig.go).
+	Fleet FleetConfig `yaml:"fleet,omitempty" env:", prefix=FLEET_"`
+}
+
+// FleetConfig shapes the fleet configuration check (docs/scale.md).
+type FleetConfig struct {
+	// Rollout admits a process whose fleet-wide settings differ from the
+	// running fleet's (a warning instead of a refused start): set it while
+	// rolling a change out; the newest admitted configuration is then the
+	// one later processes must match.
+	Rollout bool `yaml:"rollout,omitempty" env:"ROLLOUT"`
 }
 
 // ServerConfig is the HTTP listener.

@@ -113,6 +113,7 @@ var shownInGetConfig = map[string]bool{
 	"memory.hot_memory_chars":                          true,
 	"memory.vector":                                    true,
 	"package_installs.host_build_catalog":              true,
+	"fleet.rollout":                                    true,
 	"plugin_dirs":                                      true,
 	"plugins_config":                                   true,
 	"queue":                                            true,

@@ -124,6 +124,7 @@ var effective = map[string][2]string{
 	"log.level":                                        {"internal/logging/logging.go", "cfg.Level"},
 	"mcp":                                              {"gateway/services.go", "cfg.MCP"},
 	"package_installs.host_build_catalog":              {"gateway/packages.go", "HostBuildCatalog"},
+	"fleet.rollout":                                    {"gateway/fleetconfig.go", "Fleet.Rollout"},
 	"rate_limit.backend":                               {"internal/costs/controller.go", "NewRedisLimiter"},
 	"rate_limit.enabled":                               {"internal/costs/controller.go", "rl.Enabled"},
 	"rate_limit.per_agent_tokens_day":                  {"internal/costs/controller.go", "PerAgentTokensDay"},
