@@ -63,7 +63,7 @@ estimated_cost_micros = CASE WHEN estimate_admission = ? THEN 0 ELSE estimated_c
 pricing_status = CASE WHEN estimate_admission = ? AND pricing_status = 'estimated' THEN 'priced' ELSE pricing_status END,
 estimate_admission = CASE WHEN estimate_admission = ? THEN '' ELSE estimate_admission END,
 finished_at = ?, updated_at = ?, settled_admission = ?,
-usage_estimated = (usage_estimated OR ?),
+usage_estimated = CASE WHEN estimate_admission = ? THEN ? ELSE (usage_estimated OR ?) END,
 response_model = CASE WHEN ? = '' THEN response_model ELSE ? END,
 provider_request_id = CASE WHEN ? = '' THEN provider_request_id ELSE ? END,
 provider_request_ids = CASE WHEN ? = '' THEN provider_request_ids WHEN provider_request_ids = '' THEN ? ELSE provider_request_ids || ',' || ? END
@@ -75,7 +75,7 @@ func settleArgs(st Settlement, finished time.Time) []any {
 	return []any{st.Outcome, st.ErrorKind, st.FinishReason, max(st.Attempts, 1) - 1,
 		st.InputTokens, st.OutputTokens, st.CachedInputTokens, st.CacheCreationTokens, st.ReasoningTokens, st.ToolUsePromptTokens,
 		st.CostMicros, st.AdmissionID, st.CostMicros, st.AdmissionID, st.AdmissionID, st.AdmissionID, st.AdmissionID, st.AdmissionID,
-		finished, finished, st.AdmissionID, st.UsageEstimated,
+		finished, finished, st.AdmissionID, st.AdmissionID, st.UsageEstimated, st.UsageEstimated,
 		st.ResponseModel, st.ResponseModel, st.ProviderRequestID, st.ProviderRequestID,
 		st.ProviderRequestID, st.ProviderRequestID, st.ProviderRequestID,
 		st.CallID, st.AdmissionID}

@@ -209,8 +209,10 @@ func TestLedgerReaperAndSeeds(t *testing.T) {
 			if cs["d"].ReservedMicros != 0 || cs["d"].SpentMicros != 540 {
 				t.Fatalf("after late settle = %+v", cs["d"])
 			}
+			// The reaper's estimate marked the usage estimated; the provider's
+			// reported usage replaces it (TestFullDiskCostsKeepReportedUsage).
 			if r, _ := s.GetLedgerEntry(ctx, "lost"); r.Outcome != OutcomeSucceeded || r.PricingStatus != PricingPriced ||
-				r.CostMicros != 40 || r.EstimatedCostMicros != 0 {
+				r.CostMicros != 40 || r.EstimatedCostMicros != 0 || r.UsageEstimated {
 				t.Fatalf("row after late settle = %+v", r)
 			}
 			// Settling the same admission again changes nothing.
