@@ -175,7 +175,9 @@ temporal: {address: %q}
 llm:
   default_provider: ollama
   providers:
-    ollama: {type: ollama, base_url: %q, default_model: llama3.2}
+    # local: the fake is on loopback and unpriced; costs.unknown_pricing
+    # (block by default) refuses unpriced models of providers not local.
+    ollama: {type: ollama, base_url: %q, default_model: llama3.2, local: true}
 log: {level: warn}
 `, srv.FrontendAddress(), fake.URL())
 	if err := config.Parse([]byte(yaml), "load.yaml", &cfg); err != nil {
@@ -265,6 +267,9 @@ func (c *client) follow(ctx context.Context, out chan<- endEvent) error {
 				RunID int64  `json:"run_id"`
 			}
 			if json.Unmarshal([]byte(data), &ev) == nil {
+				if ev.Type == "run.failed" && os.Getenv("TASKLOAD_DEBUG") != "" {
+					fmt.Fprintln(os.Stderr, data)
+				}
 				select {
 				case out <- endEvent{runID: ev.RunID, typ: ev.Type, at: time.Now()}:
 				case <-ctx.Done():
