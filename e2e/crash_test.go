@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -179,24 +180,29 @@ func TestTaskRunSurvivesGatewayCrash(t *testing.T) {
 			t.Fatal("the call cut off by the crash was not repeated after the restart")
 		}
 	}
-	// The ledger counts every provider request (issue 18 item 10): one row
-	// per turn, the turn cut off by the crash with attempts 2 (its request
-	// before the crash and the retried activity's), the others 1.
+	// The ledger counts every provider request (issue 18 item 10) with a
+	// row of its own (issue 48): one row per turn answered, plus the
+	// request the crash cut off, whose repetition has the id <turn>-r2;
+	// each finished turn is settled as answered once.
 	var calls struct {
 		Calls []ledgerRow `json:"calls"`
 	}
 	if r := wbCall(t, base, key, "GET", "/api/v1/costs/calls?limit=100", nil); r.Status != 200 || json.Unmarshal(r.Raw, &calls) != nil {
 		t.Fatalf("ledger: %d %s", r.Status, r.Raw)
 	}
-	attempts, twice := 0, 0
+	attempts, succeeded, repeats := 0, 0, 0
 	for _, c := range calls.Calls {
 		attempts += c.Attempts
-		if c.Attempts == 2 {
-			twice++
+		if c.Outcome == "succeeded" {
+			succeeded++
+		}
+		if strings.HasSuffix(c.CallID, "-r2") {
+			repeats++
 		}
 	}
-	if len(calls.Calls) != 4 || attempts != fake.CallCount() || twice != 1 {
-		t.Fatalf("ledger: %d rows, %d attempts (%d rows with 2), provider saw %d requests: %+v", len(calls.Calls), attempts, twice, fake.CallCount(), calls.Calls)
+	if len(calls.Calls) != fake.CallCount() || attempts != fake.CallCount() || succeeded != 4 || repeats != 1 {
+		t.Fatalf("ledger: %d rows, %d attempts, %d succeeded, %d repeats (-r2); provider saw %d requests: %+v",
+			len(calls.Calls), attempts, succeeded, repeats, fake.CallCount(), calls.Calls)
 	}
 
 	second.Cmd.Process.Signal(syscall.SIGTERM)
