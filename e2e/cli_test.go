@@ -748,6 +748,30 @@ func TestCLIChatStreams(t *testing.T) {
 
 // TestCLIChatStreamsInTmux records `agentry chat` in a real terminal
 // (tmux send-keys / capture-pane): frames show the reply growing.
+
+// startTmux starts a shell in a detached tmux session of 120 columns and
+// rows lines, in h's directory with only PATH, HOME and TERM set, removed
+// when the test ends; it returns once the shell shows its prompt (so the
+// screen reads in order) and gives the tmux command on that server.
+func startTmux(t *testing.T, tmux string, h *cliHome, session string, rows int) func(args ...string) string {
+	t.Helper()
+	socket := filepath.Join(t.TempDir(), "tmux.sock")
+	tm := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(tmux, append([]string{"-S", socket}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	tm("new-session", "-d", "-s", session, "-x", "120", "-y", fmt.Sprint(rows), "-c", h.Dir, "env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+h.Home, "TERM=xterm", "sh")
+	t.Cleanup(func() { exec.Command(tmux, "-S", socket, "kill-server").Run() })
+	for i := 0; i < 100 && strings.TrimSpace(tm("capture-pane", "-p", "-t", session)) == ""; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return tm
+}
+
 // Skipped when tmux is not installed (CI does not need it).
 func TestCLIChatStreamsInTmux(t *testing.T) {
 	tmux, err := exec.LookPath("tmux")
@@ -757,22 +781,8 @@ func TestCLIChatStreamsInTmux(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Agents: map[string]string{"alpha.yaml": fmt.Sprintf(echoAgent, "alpha")}})
 	g.Fake.Script(fakellm.Rule{Contains: "count", Reply: "one two three four five six", Chunks: 6, ChunkDelay: fakellm.Duration(400 * time.Millisecond)})
 	h := newHome(t)
-	socket := filepath.Join(t.TempDir(), "tmux.sock")
 	session := "agentry-chat"
-	tm := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(tmux, append([]string{"-S", socket}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	tm("new-session", "-d", "-s", session, "-x", "120", "-y", "20", "-c", h.Dir, "env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+h.Home, "TERM=xterm", "sh")
-	t.Cleanup(func() { exec.Command(tmux, "-S", socket, "kill-server").Run() })
-	// Type only once the shell shows its prompt, so the screen reads in order.
-	for i := 0; i < 100 && strings.TrimSpace(tm("capture-pane", "-p", "-t", session)) == ""; i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
+	tm := startTmux(t, tmux, h, session, 20)
 	// The marker is split in the command line so only the output matches it.
 	cmdline := fmt.Sprintf(`AGENTRY_GATEWAY=%s AGENTRY_API_KEY=%s %s chat --agent alpha 'please count'; echo "EXIT""=$?"`, g.URL(), gatewaytest.TestAPIKey, h.bin)
 	tm("send-keys", "-t", session, cmdline, "Enter")

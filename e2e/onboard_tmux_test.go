@@ -32,21 +32,8 @@ func TestOnboardInteractiveInTmux(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	h := newHome(t)
-	socket := filepath.Join(t.TempDir(), "tmux.sock")
 	session := "agentry-onboard"
-	tm := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(tmux, append([]string{"-S", socket}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	tm("new-session", "-d", "-s", session, "-x", "120", "-y", "30", "-c", h.Dir, "env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+h.Home, "TERM=xterm", "sh")
-	t.Cleanup(func() { exec.Command(tmux, "-S", socket, "kill-server").Run() })
-	for i := 0; i < 100 && strings.TrimSpace(tm("capture-pane", "-p", "-t", session)) == ""; i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
+	tm := startTmux(t, tmux, h, session, 30)
 	waitFor := func(text string) string {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
