@@ -35,9 +35,11 @@ type peerHarness struct {
 	childStarts int
 	outcomes    []models.RunOutcome
 	// asks is how many peers the parent's first turn asks (1 unless set);
-	// startsAtPrepare how many children had started at each preparation.
-	asks            int
-	startsAtPrepare []int
+	// answersAtPrepare how many answers were stored at each preparation
+	// (the test environment may run a started child while the parent
+	// prepares the next, so child starts are no measure of the order).
+	asks             int
+	answersAtPrepare []int
 }
 
 func newPeerHarness(t *testing.T, refuse bool, childTurn time.Duration) *peerHarness {
@@ -71,7 +73,7 @@ func newPeerHarness(t *testing.T, refuse bool, childTurn time.Duration) *peerHar
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.prepared = append(h.prepared, in)
-		h.startsAtPrepare = append(h.startsAtPrepare, h.childStarts)
+		h.answersAtPrepare = append(h.answersAtPrepare, len(h.done))
 		if refuse {
 			return &workflows.PeerPrepared{Refused: &agent.ToolResult{Content: "delegation depth limit reached (3)", IsError: true}}, nil
 		}
@@ -196,8 +198,8 @@ func TestRootDeadlineCoversChild(t *testing.T) {
 }
 
 // Several ask_<peer> calls of one turn start their children together: all
-// are prepared (in call order, the fan-out count rising) before any child
-// runs, and the answers are stored in call order at their own positions.
+// are prepared and started (in call order, the fan-out count rising) before
+// the parent waits for the first answer, and the answers are stored in call order at their own positions.
 func TestDelegationsOfOneTurnRunConcurrently(t *testing.T) {
 	h := newPeerHarness(t, false, 0)
 	h.asks = 3
@@ -212,8 +214,8 @@ func TestDelegationsOfOneTurnRunConcurrently(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	for i, p := range h.prepared {
-		if h.startsAtPrepare[i] != 0 {
-			t.Fatalf("preparation %d came after %d children started: the delegations ran one after another", i, h.startsAtPrepare[i])
+		if h.answersAtPrepare[i] != 0 {
+			t.Fatalf("preparation %d came after %d answers were stored: the delegations ran one after another", i, h.answersAtPrepare[i])
 		}
 		if p.Index != i || p.Delegation.Started != i || p.ResultSeq != p.CallSeq+1+i {
 			t.Fatalf("preparation %d: index %d, started %d, result seq %d (call seq %d)", i, p.Index, p.Delegation.Started, p.ResultSeq, p.CallSeq)
