@@ -21,6 +21,10 @@ import (
 // should not come back at once.
 const storageFullRetry = 60 * time.Second
 
+// databaseRetry is the Retry-After of a request that failed because the
+// database did not answer: a restart or failover takes seconds.
+const databaseRetry = 5 * time.Second
+
 // Error is an API error: the status code and the envelope {"error": ...},
 // optionally with a machine-readable code and context fields.
 type Error struct {
@@ -77,7 +81,16 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		apiErr = &Error{Status: fiber.StatusInsufficientStorage, Message: models.ErrStorageFull.Error(),
 			Code: "storage_full", RetryAfter: storageFullRetry}
 	default:
-		if apiErr = faultError(err); apiErr == nil {
+		if apiErr = faultError(err); apiErr == nil && models.IsDatabaseUnavailable(err) {
+			// PostgreSQL stopped or cut off: it is usually back within
+			// seconds and the pool reconnects by itself (decisions.md,
+			// "PostgreSQL outage"). After faultError, so a provider or
+			// Temporal that refused a connection keeps its own answer. The
+			// log keeps the driver's words, the caller a fixed text.
+			s.log.Warn("request failed: database unavailable", "method", c.Method(), "path", c.Path(), "err", err)
+			apiErr = &Error{Status: fiber.StatusServiceUnavailable, Message: models.ErrDatabaseUnavailable.Error(),
+				Code: "database_unavailable", RetryAfter: databaseRetry}
+		} else if apiErr == nil {
 			s.log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 			apiErr = &Error{Status: fiber.StatusInternalServerError, Message: "internal error"}
 		} else if apiErr.Code == fault.CodeTemporalUnavailable && apiErr.Message != err.Error() {

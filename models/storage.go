@@ -115,7 +115,7 @@ func registerFullNote(db *gorm.DB, s *Store) error {
 // disk shows in /health instead of only in the answers of failing writes.
 func (s *Store) CheckWritable(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
-		return err
+		return s.unavailable(err)
 	}
 	if ago, full := s.storageFullAgo(); full {
 		return fmt.Errorf("%s database refused a write %s ago: %w", s.Driver, ago.Round(time.Second), ErrStorageFull)
@@ -129,5 +129,15 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	if IsStorageFull(err) {
 		return fmt.Errorf("%s database is not writable: %w", s.Driver, ErrStorageFull)
 	}
-	return fmt.Errorf("write to %s database: %w", s.Driver, err)
+	return s.unavailable(fmt.Errorf("write to %s database: %w", s.Driver, err))
+}
+
+// unavailable turns a lost connection into the fixed text of
+// ErrDatabaseUnavailable (/health is read without a key: the driver's words
+// name the host and user); the log of the failed request keeps them.
+func (s *Store) unavailable(err error) error {
+	if IsDatabaseUnavailable(err) {
+		return fmt.Errorf("%s database: %w", s.Driver, ErrDatabaseUnavailable)
+	}
+	return err
 }
