@@ -34,7 +34,7 @@ type env struct {
 
 const validDraft = "```yaml\nid: greeter\nname: Greeter\ndescription: Says hello\nsystem_prompt: Greet the user warmly.\nllm: {provider: openai, model: gpt-4o-mini}\nbuiltins: [http_get]\n```\n"
 
-func newEnv(t *testing.T, mutate func(*config.Config)) *env {
+func newEnv(t testing.TB, mutate func(*config.Config)) *env {
 	t.Helper()
 	fake := fakellm.New()
 	if err := fake.Start("127.0.0.1:0"); err != nil {

@@ -26,7 +26,7 @@ var (
 
 // examplePlugin builds dev/exampleplugin once and copies it with its
 // manifest into a plugins folder of dir.
-func examplePlugin(t *testing.T, pluginsDir string) string {
+func examplePlugin(t testing.TB, pluginsDir string) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		out := filepath.Join(os.TempDir(), "agentry-test-greeter-"+runtime.GOARCH)
@@ -105,7 +105,7 @@ func TestManifestsThatLieOrEscapeAreNotLoaded(t *testing.T) {
 	}
 }
 
-func newRegistry(t *testing.T, dirs []string, cfg map[string]any) (*Registry, *mcp.Manager) {
+func newRegistry(t testing.TB, dirs []string, cfg map[string]any) (*Registry, *mcp.Manager) {
 	t.Helper()
 	m := mcp.NewManager(mcp.Policy{SSRF: netguard.Policy{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(m.Close)
@@ -118,7 +118,7 @@ func newRegistry(t *testing.T, dirs []string, cfg map[string]any) (*Registry, *m
 	return &Registry{Dirs: dirs, Config: cfg, Jail: jail, Caps: caps, WorkDir: t.TempDir(), Servers: m}, m
 }
 
-func waitRunning(t *testing.T, r *Registry, id string) Plugin {
+func waitRunning(t testing.TB, r *Registry, id string) Plugin {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -17,7 +17,7 @@ import (
 	"github.com/agentryhq/agentry/models"
 )
 
-func startVault(t *testing.T) *fakevault.Server {
+func startVault(t testing.TB) *fakevault.Server {
 	t.Helper()
 	v, err := fakevault.Listen("127.0.0.1:0", "s3cret-vault-token")
 	if err != nil {
@@ -33,7 +33,7 @@ func vaultCreds(v *fakevault.Server) config.CredentialsConfig {
 
 // vaultStore is a gateway's store with the hashivault provider (a new one
 // each call: a restarted gateway, nothing cached).
-func vaultStore(t *testing.T, db models.SecretStore, creds string, c config.CredentialsConfig, token string, now func() time.Time) *Store {
+func vaultStore(t testing.TB, db models.SecretStore, creds string, c config.CredentialsConfig, token string, now func() time.Time) *Store {
 	t.Helper()
 	o, err := OpenProvider(context.Background(), c, func(k string) string {
 		if k == "VAULT_TOKEN" {

@@ -12,7 +12,7 @@ import (
 	"github.com/agentryhq/agentry/models"
 )
 
-func openStore(t *testing.T) (*models.Store, string) {
+func openStore(t testing.TB) (*models.Store, string) {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := models.Open(context.Background(), models.Options{DSN: filepath.Join(dir, "data", "agentry.db")})

@@ -48,7 +48,7 @@ type agents map[string]*agentdef.Definition
 
 func (a agents) Get(id string) (*agentdef.Definition, bool) { d, ok := a[id]; return d, ok }
 
-func setup(t *testing.T, g *gate) (*voice.Service, *fakerealtime.Server) {
+func setup(t testing.TB, g *gate) (*voice.Service, *fakerealtime.Server) {
 	f := fakerealtime.New()
 	if err := f.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
