@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -53,16 +52,9 @@ costs:
   pricing:
     openai/gpt-realtime: {input_per_mtok: 32, output_per_mtok: 64, source: test, version: r1}
 `, f.BaseURL(), f.APIKey, seconds)), 0o644)
-	ports := gatewaytest.FreePorts(t, 2)
-	env := map[string]string{
-		"AGENTRY_CONFIG_PATH":                     cfgPath,
-		"AGENTRY_WORKSPACE":                       ws,
-		"AGENTRY_SERVER_PORT":                     strconv.Itoa(ports[0]),
-		"AGENTRY_SERVER_API_KEY":                  key,
-		"AGENTRY_TEMPORAL_EMBEDDED_FRONTEND_PORT": strconv.Itoa(ports[1]),
-		"AGENTRY_TEMPORAL_EMBEDDED_UI_ENABLED":    "false",
-	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	env, port, _ := gatewayEnv(t, ws)
+	env["AGENTRY_CONFIG_PATH"], env["AGENTRY_SERVER_API_KEY"] = cfgPath, key
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	do := func(method, path string, body any, out any) int {
 		t.Helper()
 		var rd *bytes.Reader
@@ -143,17 +135,7 @@ costs:
 	if row.Source != "voice" || row.Outcome != "unsettled" || row.CostMicros < worstMicros || !row.UsageEstimated || row.PricingStatus != "estimated" {
 		t.Fatalf("crashed session's row %+v, want voice, unsettled, at least %d micros (the worst case of the whole length), usage estimated", row, worstMicros)
 	}
-	var st struct {
-		Periods struct {
-			Day struct {
-				SpendMicros    int64 `json:"spend_micros"`
-				ReservedMicros int64 `json:"reserved_micros"`
-			} `json:"day"`
-		} `json:"periods"`
-		InFlight struct {
-			Reservations int64 `json:"reservations"`
-		} `json:"in_flight"`
-	}
+	var st costStatus
 	do("GET", "/api/v1/costs/status", nil, &st)
 	if st.InFlight.Reservations != 0 || st.Periods.Day.SpendMicros < worstMicros {
 		t.Fatalf("after the reaper: %+v, want no reservation held and the session's worst case in the day's spend", st)
