@@ -92,9 +92,19 @@ func crashChannel(t *testing.T, d platformDriver) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
+	// Kill in a moment without a send in flight (docs/channels.md, "The
+	// window that remains"): a part the platform took is recorded by
+	// Temporal a little later, longer on a loaded machine (a CI run under
+	// -race took over 150 ms and the part was sent again). 400 ms of quiet
+	// if it comes within 15 s (sends are paced 1/s per chat), else 150.
+	quietFrom := time.Now()
 	for {
 		at, _ := d.lastSend()
-		if time.Since(at) > 150*time.Millisecond {
+		quiet := 400 * time.Millisecond
+		if time.Since(quietFrom) > 15*time.Second {
+			quiet = 150 * time.Millisecond
+		}
+		if time.Since(at) > quiet {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)

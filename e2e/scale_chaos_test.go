@@ -351,7 +351,7 @@ hooks:
 	var paid int
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		ledger, calls, paid = ledgerBy(), byKind(), paidTurns()
-		if (ledger["chat"] == calls["chat"] && ledger["scheduled"] == calls["scheduled"] && ledger["task"] >= calls["task"] && paid == 2*runs) ||
+		if (ledger["chat"] == calls["chat"] && ledger["scheduled"] == calls["scheduled"] && ledger["task"] >= calls["task"] && paid >= 2*runs) ||
 			time.Now().After(deadline) {
 			break
 		}
@@ -373,8 +373,20 @@ hooks:
 	if ledger["task"] < calls["task"] {
 		t.Errorf("task runs: %d ledger rows, %d provider calls: a call without a row", ledger["task"], calls["task"])
 	}
-	if paid != 2*runs {
-		t.Errorf("task runs: %d turns settled as answered, want %d (2 turns x %d runs, each paid once)", paid, 2*runs, runs)
+	// A turn answered by the provider is paid twice only when its first
+	// execution was cut between the answer and the run log's write (a kill
+	// in that window, or a workflow task that timed out on a starved
+	// machine while its step still ran): the retry finds no stored answer
+	// and asks again. Both are real provider calls, so both rows are
+	// right; the extra one must be such a repetition (<call id>-rN), and a
+	// turn whose answer was stored is never asked again (Answered).
+	repeatsPaid := count(`SELECT count(*) FROM cost_ledger WHERE source = 'task' AND outcome = 'succeeded' AND call_id ~ '-r[0-9]+$'`)
+	if paid < 2*runs {
+		t.Errorf("task runs: %d turns settled as answered, want %d (2 turns x %d runs)", paid, 2*runs, runs)
+	} else if extra := paid - 2*runs; extra > repeatsPaid {
+		t.Errorf("task runs: %d turns settled as answered, %d more than 2 x %d runs, but only %d answered repetitions (-rN): a turn paid twice under one execution", paid, extra, runs, repeatsPaid)
+	} else if extra > 0 {
+		t.Logf("task runs: %d turns answered twice (cut between the provider's answer and the run log's write)", extra)
 	}
 	repeated := calls["task"] - 2*runs
 	if repeated < 0 {
