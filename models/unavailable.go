@@ -26,8 +26,7 @@ import (
 // connection_exception class (08) and shutdown states (57P01-57P03).
 func IsDatabaseUnavailable(err error) bool {
 	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		// A caller that gave up is not a database that went away (and
-		// context.DeadlineExceeded would pass for a net.Error below).
+		// A caller that gave up is not a database that went away.
 		return false
 	}
 	var pe *pgconn.PgError
