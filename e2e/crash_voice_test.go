@@ -1,18 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/agentryhq/agentry/dev/fakerealtime"
@@ -42,41 +37,12 @@ func TestVoiceSessionPricedAfterGatewayCrash(t *testing.T) {
 	const seconds = 60
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, "agents"), 0o755)
-	os.WriteFile(filepath.Join(ws, "agents", "talker.yaml"), []byte("id: talker\nvoice: true\nsystem_prompt: Be brief.\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "agents", "talker.yaml"), []byte(talkerAgent), 0o644)
 	cfgPath := filepath.Join(ws, "config.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`voice: {provider: openai, model: gpt-realtime, base_url: %q, api_key: %q, max_session_seconds: %d}
-costs:
-  enforcement_mode: hard
-  daily_budget_usd: 5.00
-  reservation_ttl: 4s
-  pricing:
-    openai/gpt-realtime: {input_per_mtok: 32, output_per_mtok: 64, source: test, version: r1}
-`, f.BaseURL(), f.APIKey, seconds)), 0o644)
+	os.WriteFile(cfgPath, []byte(voiceConfig(f, seconds, "  enforcement_mode: hard\n  daily_budget_usd: 5.00\n  reservation_ttl: 4s\n")), 0o644)
 	env, port, _ := gatewayEnv(t, ws)
 	env["AGENTRY_CONFIG_PATH"], env["AGENTRY_SERVER_API_KEY"] = cfgPath, key
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	do := func(method, path string, body any, out any) int {
-		t.Helper()
-		var rd *bytes.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		} else {
-			rd = bytes.NewReader(nil)
-		}
-		req, _ := http.NewRequest(method, base+path, rd)
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if out != nil {
-			json.NewDecoder(resp.Body).Decode(out)
-		}
-		return resp.StatusCode
-	}
 
 	first := gatewaytest.StartProcess(t, bin, env)
 	gatewaytest.WaitHTTP(t, base+"/health", 90*time.Second, first)
@@ -85,21 +51,16 @@ costs:
 		URL          string `json:"url"`
 		ClientSecret string `json:"client_secret"`
 	}
-	if st := do("POST", "/api/v1/voice/sessions", map[string]any{"agent_id": "talker"}, &sess); st != 201 || sess.RunID == "" {
-		t.Fatalf("mint: %d %+v", st, sess)
+	postJSONTo(t, base+"/api/v1/voice/sessions", key, `{"agent_id": "talker"}`, 201, &sess)
+	if sess.RunID == "" || sess.URL == "" {
+		t.Fatalf("mint answered %+v", sess)
 	}
 	// The session is used (the provider serves a response) before the
 	// crash: spend the gateway must not lose.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, sess.URL, &websocket.DialOptions{Subprotocols: []string{"realtime", "openai-insecure-api-key." + sess.ClientSecret}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := speak(ctx, t, sess.URL, sess.ClientSecret)
 	defer c.CloseNow()
-	wsjson.Write(ctx, c, map[string]any{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(make([]byte, 96000))})
-	wsjson.Write(ctx, c, map[string]any{"type": "input_audio_buffer.commit"})
-	wsjson.Write(ctx, c, map[string]any{"type": "response.create"})
 	for {
 		var ev map[string]any
 		if err := wsjson.Read(ctx, c, &ev); err != nil {
@@ -122,7 +83,7 @@ costs:
 		var calls struct {
 			Calls []ledgerRow `json:"calls"`
 		}
-		do("GET", "/api/v1/costs/calls?run_id="+sess.RunID, nil, &calls)
+		getJSONFrom(t, base+"/api/v1/costs/calls?run_id="+sess.RunID, key, &calls)
 		if len(calls.Calls) == 1 && calls.Calls[0].Outcome != "pending" {
 			row = calls.Calls[0]
 			break
@@ -136,7 +97,7 @@ costs:
 		t.Fatalf("crashed session's row %+v, want voice, unsettled, at least %d micros (the worst case of the whole length), usage estimated", row, worstMicros)
 	}
 	var st costStatus
-	do("GET", "/api/v1/costs/status", nil, &st)
+	getJSONFrom(t, base+"/api/v1/costs/status", key, &st)
 	if st.InFlight.Reservations != 0 || st.Periods.Day.SpendMicros < worstMicros {
 		t.Fatalf("after the reaper: %+v, want no reservation held and the session's worst case in the day's spend", st)
 	}

@@ -26,15 +26,41 @@ func startVoiceGateway(t *testing.T, seconds int, extra string) (*gatewaytest.Ga
 	t.Cleanup(f.Close)
 	g := gatewaytest.Start(t, gatewaytest.Options{
 		Agents: map[string]string{
-			"talker.yaml": "id: talker\nvoice: true\nsystem_prompt: Be brief.\n",
+			"talker.yaml": talkerAgent,
 			"mute.yaml":   "id: mute\n",
 		},
-		Config: fmt.Sprintf(`voice: {provider: openai, model: gpt-realtime, base_url: %q, api_key: %q, max_session_seconds: %d}
+		Config: voiceConfig(f, seconds, extra)})
+	return g, f
+}
+
+const talkerAgent = "id: talker\nvoice: true\nsystem_prompt: Be brief.\n"
+
+// voiceConfig is the voice section against the fake and the realtime
+// model's price; costsExtra adds lines (indented) to the costs section.
+func voiceConfig(f *fakerealtime.Server, seconds int, costsExtra string) string {
+	return fmt.Sprintf(`voice: {provider: openai, model: gpt-realtime, base_url: %q, api_key: %q, max_session_seconds: %d}
 costs:
   pricing:
     openai/gpt-realtime: {input_per_mtok: 32, output_per_mtok: 64, source: test, version: r1}
-%s`, f.BaseURL(), f.APIKey, seconds, extra)})
-	return g, f
+%s`, f.BaseURL(), f.APIKey, seconds, costsExtra)
+}
+
+// speak opens a minted session the way a browser does and sends one turn
+// (two seconds of audio, commit, response.create); the caller reads the
+// answer's events.
+func speak(ctx context.Context, t *testing.T, url, clientSecret string) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"realtime", "openai-insecure-api-key." + clientSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []map[string]any{
+		{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(make([]byte, 96000))},
+		{"type": "input_audio_buffer.commit"}, {"type": "response.create"},
+	} {
+		wsjson.Write(ctx, c, ev)
+	}
+	return c
 }
 
 // Issue 50: a session minted for an agent with voice, used against the
@@ -52,16 +78,7 @@ func TestVoiceSessionMeteredInTheLedger(t *testing.T) {
 	runID := r.JSON["run_id"].(string)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, r.JSON["url"].(string), &websocket.DialOptions{Subprotocols: []string{"realtime", "openai-insecure-api-key." + r.JSON["client_secret"].(string)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range []map[string]any{
-		{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(make([]byte, 96000))},
-		{"type": "input_audio_buffer.commit"}, {"type": "response.create"},
-	} {
-		wsjson.Write(ctx, c, ev)
-	}
+	c := speak(ctx, t, r.JSON["url"].(string), r.JSON["client_secret"].(string))
 	var said strings.Builder
 	audio := 0
 	for done := false; !done; {
